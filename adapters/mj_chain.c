@@ -1,0 +1,172 @@
+// mjModel -> chain model.
+//
+// Walks MuJoCo's bodies in order (parents before children). A body with no joint is welded to the
+// link that owns its parent: its frame is kept relative to that link and its inertia merged into
+// the link's (exactly, as a spatial inertia in the link frame). A body with k hinge/slide joints
+// becomes k links: the first carries the body's home transform from the owner link, the others an
+// identity transform, and the last the body's inertia; this is MuJoCo's own composition
+// M exp(S_1 q_1) exp(S_2 q_2)... of joints in one body. Every link must hang from the previous one.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfd_math.h"
+#include "mj_chain.h"
+
+static const char* name_of(const mjModel* m, int type, int id, char* buf, int size) {
+  const char* nm = mj_id2name(m, type, id);
+  if (nm && nm[0]) snprintf(buf, size, "'%s'", nm);
+  else snprintf(buf, size, "#%d", id);
+  return buf;
+}
+
+static int refuse(char* err, int size, const char* fmt, ...) {
+  if (err && size > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, size, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+static const char* joint_type_name(int t) {
+  switch (t) {
+    case mjJNT_FREE: return "free";
+    case mjJNT_BALL: return "ball";
+    case mjJNT_SLIDE: return "slide";
+    case mjJNT_HINGE: return "hinge";
+    default: return "unknown";
+  }
+}
+
+// Spatial inertia of body b in a frame in which b's frame has pose (R, p).
+static void body_inertia_in(const mjModel* m, int b, const double R[9], const double p[3],
+                            double J[36]) {
+  double Ri[9], Rc[9], c[3], Ic[9];
+  cfd_quat2mat(m->body_iquat + 4 * b, Ri);
+  cfd_mat3_mul(R, Ri, Rc);  // principal axes in the target frame
+  cfd_rot(R, m->body_ipos + 3 * b, c);
+  for (int k = 0; k < 3; k++) c[k] += p[k];
+  const double* d = m->body_inertia + 3 * b;
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++)
+      Ic[3 * r + k] = Rc[3 * r] * d[0] * Rc[3 * k] + Rc[3 * r + 1] * d[1] * Rc[3 * k + 1] +
+                      Rc[3 * r + 2] * d[2] * Rc[3 * k + 2];
+  cfd_spatial_inertia(m->body_mass[b], c, Ic, J);
+}
+
+int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size) {
+  char nb[128], nj[128], nx[128];
+  memset(c, 0, sizeof(*c));
+  if (err && err_size > 0) err[0] = 0;
+
+  if (m->nv == 0) return refuse(err, err_size, "the model has no joints: nothing to simulate");
+  for (int j = 0; j < m->njnt; j++) {
+    int t = m->jnt_type[j];
+    if (t != mjJNT_HINGE && t != mjJNT_SLIDE)
+      return refuse(err, err_size,
+                    "joint %s of body %s is a %s joint: chainfd supports hinge and slide joints only",
+                    name_of(m, mjOBJ_JOINT, j, nj, sizeof nj),
+                    name_of(m, mjOBJ_BODY, m->jnt_bodyid[j], nb, sizeof nb), joint_type_name(t));
+  }
+  for (int t = 0; t < m->ntendon; t++)
+    if (m->tendon_armature[t] != 0)
+      return refuse(err, err_size,
+                    "tendon %s has armature: it adds off-diagonal terms to M, which chainfd does not model",
+                    name_of(m, mjOBJ_TENDON, t, nx, sizeof nx));
+  if (m->nflex > 0)
+    return refuse(err, err_size, "flex %s: deformable objects are not chains",
+                  name_of(m, mjOBJ_FLEX, 0, nx, sizeof nx));
+  for (int a = 0; a < m->nu; a++)
+    if (m->actuator_armature[a] != 0)
+      return refuse(err, err_size,
+                    "actuator %s has armature: chainfd reads armature from dof_armature only",
+                    name_of(m, mjOBJ_ACTUATOR, a, nx, sizeof nx));
+
+  int nbody = m->nbody;
+  int* owner = malloc(sizeof(int) * nbody);          // link owning each body; -1: the world
+  double* inR = malloc(sizeof(double) * 9 * nbody);  // body frame in its owner's frame
+  double* inp = malloc(sizeof(double) * 3 * nbody);
+  if (!owner || !inR || !inp || cfd_chain_alloc(c, m->nv)) {
+    free(owner); free(inR); free(inp);
+    return refuse(err, err_size, "out of memory building the chain model (%d dofs)", m->nv);
+  }
+  static const double I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  owner[0] = -1;
+  memcpy(inR, I3, sizeof(I3));
+  memset(inp, 0, 3 * sizeof(double));
+
+  int status = 0, n = 0;
+  for (int b = 1; b < nbody && !status; b++) {
+    int parent = m->body_parentid[b];
+    double Rl[9], Rb[9], pb[3];
+    cfd_quat2mat(m->body_quat + 4 * b, Rl);
+    cfd_se3_mul(inR + 9 * parent, inp + 3 * parent, Rl, m->body_pos + 3 * b, Rb, pb);
+    int own = owner[parent];
+
+    if (m->body_jntnum[b] == 0) {  // welded: merge into the owner link
+      owner[b] = own;
+      memcpy(inR + 9 * b, Rb, sizeof(Rb));
+      memcpy(inp + 3 * b, pb, sizeof(pb));
+      if (own >= 0) {
+        double J[36];
+        body_inertia_in(m, b, Rb, pb, J);
+        for (int k = 0; k < 36; k++) c->inertia[36 * own + k] += J[k];
+      }
+      continue;
+    }
+    if (m->body_mocapid[b] >= 0 || (own < 0 && parent != 0 && m->body_mocapid[parent] >= 0)) {
+      status = refuse(err, err_size, "body %s has joints and a mocap ancestor: the base must be fixed",
+                      name_of(m, mjOBJ_BODY, b, nb, sizeof nb));
+      break;
+    }
+    if (own != n - 1) {  // a second child link of the same link (or of the world): a branch
+      int other = (own + 1 < n) ? c->body[own + 1] : -1;
+      status = refuse(err, err_size,
+                      "body %s branches the chain: it hangs from %s, which already carries body %s; "
+                      "chainfd needs a serial chain (one moving child per link)",
+                      name_of(m, mjOBJ_BODY, b, nb, sizeof nb),
+                      own < 0 ? "the world" : name_of(m, mjOBJ_BODY, c->body[own], nj, sizeof nj),
+                      name_of(m, mjOBJ_BODY, other, nx, sizeof nx));
+      break;
+    }
+    for (int k = 0; k < m->body_jntnum[b]; k++) {
+      int j = m->body_jntadr[b] + k, i = n++;
+      const double* a = m->jnt_axis + 3 * j;
+      double* S = c->screw + 6 * i;
+      if (m->jnt_type[j] == mjJNT_HINGE) {  // S = [a; p x a]
+        S[0] = a[0]; S[1] = a[1]; S[2] = a[2];
+        cfd_cross(m->jnt_pos + 3 * j, a, S + 3);
+      } else {  // S = [0; a]
+        S[3] = a[0]; S[4] = a[1]; S[5] = a[2];
+      }
+      memcpy(c->home_R + 9 * i, k == 0 ? Rb : I3, 9 * sizeof(double));
+      if (k == 0) memcpy(c->home_p + 3 * i, pb, 3 * sizeof(double));
+      int dof = m->jnt_dofadr[j];
+      c->armature[i] = m->dof_armature[dof];
+      c->body[i] = b;
+      c->jnt[i] = j;
+      c->dof[i] = dof;
+      c->qpos[i] = m->jnt_qposadr[j];
+      c->qpos0[i] = m->qpos0[m->jnt_qposadr[j]];
+    }
+    owner[b] = n - 1;
+    memcpy(inR + 9 * b, I3, sizeof(I3));
+    memset(inp + 3 * b, 0, 3 * sizeof(double));
+    body_inertia_in(m, b, I3, inp + 3 * b, c->inertia + 36 * (n - 1));
+  }
+  free(owner); free(inR); free(inp);
+  if (!status && n != m->nv)
+    status = refuse(err, err_size, "internal: %d links for %d dofs", n, m->nv);
+  for (int i = 0; i < n && !status; i++)  // links are dofs in MuJoCo's order: vectors need no permutation
+    if (c->dof[i] != i) status = refuse(err, err_size, "internal: link %d is dof %d", i, c->dof[i]);
+  if (status) {
+    cfd_chain_free(c);
+    return status;
+  }
+  int gravity = !(m->opt.disableflags & mjDSBL_GRAVITY);
+  for (int k = 0; k < 3; k++) c->gravity[k] = gravity ? m->opt.gravity[k] : 0;
+  return 0;
+}

@@ -1,0 +1,34 @@
+// mj_chain.h: MuJoCo's model and state in chainfd's chain form.
+#ifndef CHAINFD_MJ_CHAIN_H
+#define CHAINFD_MJ_CHAIN_H
+
+#include <mujoco/mujoco.h>
+
+#include "chain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Builds the chain model of m. Returns 0 on success; otherwise fills err with why the model is
+// refused (naming the body, joint or element) and returns nonzero, leaving *c empty.
+int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size);
+
+// The chain's state from d: q (joint coordinate relative to qpos0), qd, and tau, the total joint
+// force MuJoCo itself applies: qfrc_passive + qfrc_actuator + qfrc_applied + J^T xfrc_applied.
+// Needs d's kinematics, com positions (cdof), passive forces and actuation to be current
+// (after mj_forward, or mj_fwdPosition + mj_fwdVelocity + mj_fwdActuation).
+// work: m->nbody * 6 doubles.
+void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, double* q,
+                         double* qd, double* tau, double* work);
+
+// The joint forces of xfrc_applied alone (added into tau), through MuJoCo's cdof: for each body the
+// wrench about its tree's centre of mass, summed over the subtree. work: m->nbody * 6 doubles.
+void cfd_xfrc_to_joints(const mjModel* m, const mjData* d, const cfd_chain* c, double* tau,
+                        double* work);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_MJ_CHAIN_H

@@ -1,0 +1,44 @@
+// mjData -> the chain's state (q, qd) and total joint force tau, as MuJoCo itself sums it.
+#include <string.h>
+
+#include "cfd_math.h"
+#include "mj_chain.h"
+
+void cfd_xfrc_to_joints(const mjModel* m, const mjData* d, const cfd_chain* c, double* tau,
+                        double* work) {
+  // Each body's xfrc_applied acts at its centre of mass (xipos). Move it to the point where cdof's
+  // linear parts are expressed (its tree's subtree_com) and sum it over subtrees, children first.
+  double* acc = work;
+  memset(acc, 0, sizeof(double) * 6 * m->nbody);
+  for (int b = m->nbody - 1; b > 0; b--) {
+    const double* x = d->xfrc_applied + 6 * b;  // [force; torque]
+    double* a = acc + 6 * b;                    // [torque about the com point; force]
+    if (x[0] || x[1] || x[2] || x[3] || x[4] || x[5]) {
+      const double* com = d->subtree_com + 3 * m->body_rootid[b];
+      double r[3] = {d->xipos[3 * b] - com[0], d->xipos[3 * b + 1] - com[1],
+                     d->xipos[3 * b + 2] - com[2]};
+      double t[3];
+      cfd_cross(r, x, t);
+      for (int k = 0; k < 3; k++) {
+        a[k] += x[3 + k] + t[k];
+        a[3 + k] += x[k];
+      }
+    }
+    double* ap = acc + 6 * m->body_parentid[b];
+    for (int k = 0; k < 6; k++) ap[k] += a[k];
+  }
+  for (int i = 0; i < c->n; i++) tau[i] += cfd_dot6(d->cdof + 6 * c->dof[i], acc + 6 * c->body[i]);
+}
+
+void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, double* q,
+                         double* qd, double* tau, double* work) {
+  for (int i = 0; i < c->n; i++) {
+    int v = c->dof[i];
+    q[i] = d->qpos[c->qpos[i]] - c->qpos0[i];
+    qd[i] = d->qvel[v];
+    tau[i] = d->qfrc_passive[v] + d->qfrc_actuator[v] + d->qfrc_applied[v];
+  }
+  int any = 0;
+  for (int k = 6; k < 6 * m->nbody && !any; k++) any = d->xfrc_applied[k] != 0;
+  if (any) cfd_xfrc_to_joints(m, d, c, tau, work);
+}

@@ -1,0 +1,31 @@
+// chainfd: the command-line tool. `chainfd info MODEL`, `chainfd check MODEL ...`.
+// MODEL is an MJCF file or a generated chain "chain:N[,key=value...]" (scenes/chain_gen.h).
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: chainfd COMMAND [MODEL] [options]\n"
+          "  info  [MODEL]   the chain model (links, joints, dofs), what is supported or refused, why\n"
+          "  check [MODEL] [--backend NAME|all] [--states N] [--seed S] [--tol T]\n"
+          "                  every back end's qacc against MuJoCo's mj_forward, inverse dynamics\n"
+          "                  against mj_rne, over N seeded random states (constraints disabled);\n"
+          "                  exit 1 when any error exceeds T (default 1e-10) or the model is refused\n"
+          "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
+          "       stiffness=K,actuators=1,gravity=0,multijoint=1]; default %s\n",
+          CFD_DEFAULT_SCENE);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "info")) return cfd_cmd_info(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "check")) return cfd_cmd_check(argc - 2, argv + 2);
+  fprintf(stderr, "chainfd: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

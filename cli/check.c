@@ -1,0 +1,175 @@
+// chainfd info / chainfd check.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "chain_gen.h"
+#include "commands.h"
+#include "mj_chain.h"
+#include "mj_random.h"
+
+static const char* joint_kind(int t) { return t == mjJNT_HINGE ? "hinge" : t == mjJNT_SLIDE ? "slide" : "other"; }
+
+static const char* nm(const mjModel* m, int type, int id) {
+  const char* s = id >= 0 ? mj_id2name(m, type, id) : NULL;
+  return s && s[0] ? s : "-";
+}
+
+int cfd_cmd_info(int argc, char** argv) {
+  const char* path = argc > 0 ? argv[0] : CFD_DEFAULT_SCENE;
+  char err[1024];
+  mjModel* m = cfd_load_model(path, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "chainfd: cannot load %s: %s\n", path, err);
+    return 1;
+  }
+  printf("model %s: nbody=%d njnt=%d nv=%d nu=%d na=%d\n", path, (int)m->nbody, (int)m->njnt,
+         (int)m->nv, (int)m->nu, (int)m->na);
+  cfd_chain c;
+  if (cfd_chain_from_model(m, &c, err, sizeof err)) {
+    printf("refused: %s\n", err);
+    mj_deleteModel(m);
+    return 1;
+  }
+  printf("chain: %d links (one dof each), gravity (%g %g %g)\n", c.n, c.gravity[0], c.gravity[1],
+         c.gravity[2]);
+  int shown = c.n <= 40 ? c.n : 20;
+  printf("  link  body                 joint                type   dof  mass        armature\n");
+  for (int i = 0; i < c.n; i++) {
+    if (i == shown && c.n > 40) {
+      printf("  ... (%d more links)\n", c.n - shown);
+      break;
+    }
+    printf("  %4d  %-20s %-20s %-6s %4d  %-10.4g  %g\n", i, nm(m, mjOBJ_BODY, c.body[i]),
+           nm(m, mjOBJ_JOINT, c.jnt[i]), joint_kind(m->jnt_type[c.jnt[i]]), c.dof[i],
+           c.inertia[36 * i + 35], c.armature[i]);
+  }
+  printf("back ends:\n");
+  for (int b = 0; b < cfd_backend_count(); b++) {
+    const cfd_backend* be = cfd_backend_get(b);
+    char why[512];
+    if (cfd_backend_supports(be, m, &c, why, sizeof why)) printf("  %-10s refused: %s\n", be->name, why);
+    else printf("  %-10s supported  (%s)\n", be->name, be->description);
+  }
+  cfd_chain_free(&c);
+  mj_deleteModel(m);
+  return 0;
+}
+
+static double rel_err(const double* a, const double* b, int n) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) {
+    double e = fabs(a[i] - b[i]);
+    if (!(e <= num)) num = e;  // NaN propagates
+    if (fabs(b[i]) > den) den = fabs(b[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
+int cfd_cmd_check(int argc, char** argv) {
+  const char* path = CFD_DEFAULT_SCENE;
+  const char* backend = "all";
+  int states = 100;
+  unsigned long long seed = 1;
+  double tol = 1e-10;
+  for (int i = 0; i < argc; i++) {
+    const char* a = argv[i];
+    int more = i + 1 < argc;
+    if (!strcmp(a, "--backend") && more) backend = argv[++i];
+    else if (!strcmp(a, "--states") && more) states = atoi(argv[++i]);
+    else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--tol") && more) tol = atof(argv[++i]);
+    else if (a[0] != '-') path = a;
+    else {
+      fprintf(stderr, "chainfd check: unknown or incomplete option '%s'\n", a);
+      return 2;
+    }
+  }
+  if (states < 1) {
+    fprintf(stderr, "chainfd check: --states must be at least 1\n");
+    return 2;
+  }
+  char err[1024];
+  mjModel* m = cfd_load_model(path, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "chainfd: cannot load %s: %s\n", path, err);
+    return 1;
+  }
+  m->opt.disableflags |= mjDSBL_CONSTRAINT;  // contacts, limits, equality: not chain dynamics
+
+  int nb = 0, failed = 0;
+  cfd_solver* solvers[16];
+  if (strcmp(backend, "all")) {
+    solvers[0] = cfd_solver_create(m, backend, err, sizeof err);
+    if (!solvers[0]) {
+      printf("%s refused: %s\n", backend, err);
+      mj_deleteModel(m);
+      return 1;
+    }
+    nb = 1;
+  } else {
+    cfd_chain c;
+    if (cfd_chain_from_model(m, &c, err, sizeof err)) {
+      printf("refused: %s\n", err);
+      mj_deleteModel(m);
+      return 1;
+    }
+    cfd_chain_free(&c);
+    for (int b = 0; b < cfd_backend_count(); b++) {
+      cfd_solver* s = cfd_solver_create(m, cfd_backend_get(b)->name, err, sizeof err);
+      if (s) solvers[nb++] = s;
+      else printf("%s refused: %s\n", cfd_backend_get(b)->name, err);
+    }
+  }
+
+  int nv = m->nv;
+  mjData* d = mj_makeData(m);
+  double* ref = malloc(sizeof(double) * nv);
+  double* got = malloc(sizeof(double) * nv);
+  double* qacc_in = malloc(sizeof(double) * nv);
+  double* tau_mj = malloc(sizeof(double) * nv);
+  double* tau_id = malloc(sizeof(double) * nv);
+  double* id_work = malloc(sizeof(double) * cfd_id_work_size(nv));
+  double worst[16] = {0}, worst_id = 0;
+  int bad_status[16] = {0};
+  cfd_rng rng = {seed};
+  for (int s = 0; s < states; s++) {
+    cfd_random_state(m, d, &rng, CFD_RANDOM_ALL);
+    mj_forward(m, d);
+    memcpy(ref, d->qacc, sizeof(double) * nv);
+    for (int b = 0; b < nb; b++) {
+      if (cfd_solver_qacc(solvers[b], m, d, NULL, got, err, sizeof err)) {
+        if (!bad_status[b]) printf("%s error: %s\n", cfd_solver_backend(solvers[b])->name, err);
+        bad_status[b] = 1;
+        worst[b] = INFINITY;
+        continue;
+      }
+      double e = rel_err(got, ref, nv);
+      if (!(e <= worst[b])) worst[b] = e;
+    }
+    // inverse dynamics against mj_rne at a random acceleration
+    for (int i = 0; i < nv; i++) qacc_in[i] = cfd_rng_uniform(&rng, -5, 5);
+    memcpy(d->qacc, qacc_in, sizeof(double) * nv);
+    mj_rne(m, d, 1, tau_mj);
+    const double *q, *qd, *tau;
+    cfd_solver_gather(solvers[0], m, d, &q, &qd, &tau);
+    cfd_id_cpu(cfd_solver_chain(solvers[0]), q, qd, qacc_in, tau_id, id_work);
+    double e = rel_err(tau_id, tau_mj, nv);
+    if (!(e <= worst_id)) worst_id = e;
+  }
+  for (int b = 0; b < nb; b++) {
+    printf("%s max_rel_err=%.3e states=%d\n", cfd_solver_backend(solvers[b])->name, worst[b], states);
+    if (!(worst[b] <= tol)) failed = 1;
+  }
+  printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
+  if (!(worst_id <= tol)) failed = 1;
+  if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);
+
+  for (int b = 0; b < nb; b++) cfd_solver_free(solvers[b]);
+  free(ref); free(got); free(qacc_in); free(tau_mj); free(tau_id); free(id_work);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+  return failed;
+}

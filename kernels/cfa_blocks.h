@@ -1,0 +1,143 @@
+// cfa_blocks.h: the per-link pieces of the constraint force algorithm, shared by the CPU reference
+// (cpu/cfa_cpu.c) and the CUDA kernels, so both compute the same blocks the same way.
+//
+// Derivation with a joint-diagonal term (paper 000 eq. 9-17, DESIGN 4.4). With bias removed,
+//   (I - Gamma) Vd = S qdd,   (I - Gamma)^T F = J Vd,   tau_d = S^T F + D qdd
+// so S qdd = K F with K = (I - Gamma) J^-1 (I - Gamma)^T, block tridiagonal:
+//   K_ii = J_i^-1 + G_i J_{i-1}^-1 G_i^T,   K_{i,i+1} = -J_i^-1 G_{i+1}^T,   G_i = Ad(f_{i,i-1}).
+// Per joint take P_i = [W_i S_i] with W_i^T S_i = 0 (W_i: orthonormal basis of S_i's complement)
+// and write F_i = W_i g_i + S_i f_i, x_i = (g_i; f_i). With sigma_i = S_i^T S_i:
+//   W^T K F = W^T S qdd = 0         ->  A g + B f = 0
+//   S^T K F = Sigma qdd              ->  B^T g + C f = Sigma qdd
+//   tau_d = Sigma f + D qdd
+// where [[A, B], [B^T, C]] = P^T K P. Eliminating qdd from the last two rows:
+//   D_i > 0:  B^T g + (C + sigma^2 / D) f = sigma tau_d / D    (f-row scaled by sigma / D)
+//   D_i = 0:  f_i = tau_d_i / sigma_i, known: moved to the right-hand side.
+// Either way the per-joint 6x6 block system is symmetric positive definite and block tridiagonal
+// (paper eq. 18), which odd-even elimination (Algorithm 2) solves in ceil(log2 n) levels. Then
+//   qdd_i = (S^T K F)_i / sigma_i,
+// the f-row of the unmodified P^T K P applied to x (the paper's qdd = C tau + B^T F_c with D = 0).
+#ifndef CHAINFD_CFA_BLOCKS_H
+#define CHAINFD_CFA_BLOCKS_H
+
+#include "cfd_math.h"
+
+// P = [W S] for a screw S: W is an orthonormal basis of the complement of S (modified
+// Gram-Schmidt of the unit vectors other than S's largest component). P is row-major,
+// P[6*r + c]: columns 0..4 = W, column 5 = S.
+CFD_HD void cfd_cfa_basis(const double S[6], double P[36]) {
+  double s2 = cfd_dot6(S, S);
+  int big = 0;
+  for (int k = 1; k < 6; k++)
+    if (fabs(S[k]) > fabs(S[big])) big = k;
+  double basis[5][6];
+  int col = 0;
+  for (int e = 0; e < 6; e++) {
+    if (e == big) continue;
+    double* w = basis[col];
+    for (int k = 0; k < 6; k++) w[k] = (k == e) ? 1.0 : 0.0;
+    double t = S[e] / s2;  // remove the S component
+    for (int k = 0; k < 6; k++) w[k] -= t * S[k];
+    for (int prev = 0; prev < col; prev++) {
+      double d = cfd_dot6(w, basis[prev]);
+      for (int k = 0; k < 6; k++) w[k] -= d * basis[prev][k];
+    }
+    double wn = sqrt(cfd_dot6(w, w));
+    for (int k = 0; k < 6; k++) w[k] /= wn;
+    col++;
+  }
+  for (int r = 0; r < 6; r++) {
+    for (int c = 0; c < 5; c++) P[6 * r + c] = basis[c][r];
+    P[6 * r + 5] = S[r];
+  }
+}
+
+// J^-1 of a symmetric positive definite 6x6 (Cholesky). Returns 0, or nonzero when J is singular.
+CFD_HD int cfd_inertia_inverse(const double J[36], double Jinv[36]) {
+  double L[36];
+  for (int k = 0; k < 36; k++) L[k] = J[k];
+  if (cfd_chol_factor(L, 6, 6)) return 1;
+  for (int k = 0; k < 36; k++) Jinv[k] = (k % 7 == 0) ? 1.0 : 0.0;
+  cfd_chol_solve(L, 6, 6, Jinv, 6, 6);
+  return 0;
+}
+
+// The diagonal block P_i^T K_ii P_i of link i. Jinv_prev / G_i are ignored for i = 0 (pass NULL).
+CFD_HD void cfd_cfa_diag_block(const double Jinv[36], const double* Jinv_prev, const double* G,
+                               const double P[36], double Dblk[36]) {
+  double K[36], T[36], T2[36];
+  for (int k = 0; k < 36; k++) K[k] = Jinv[k];
+  if (Jinv_prev) {
+    cfd_mat6_mul(G, 0, Jinv_prev, 0, T);  // G J^-1_{i-1} G^T
+    cfd_mat6_mul(T, 0, G, 1, T2);
+    for (int k = 0; k < 36; k++) K[k] += T2[k];
+  }
+  cfd_mat6_mul(K, 0, P, 0, T);
+  cfd_mat6_mul(P, 1, T, 0, Dblk);
+}
+
+// The upper block P_i^T K_{i,i+1} P_{i+1} = -P_i^T J_i^-1 G_{i+1}^T P_{i+1}.
+CFD_HD void cfd_cfa_upper_block(const double Jinv[36], const double G_next[36], const double P[36],
+                                const double P_next[36], double Ublk[36]) {
+  double T[36], T2[36];
+  cfd_mat6_mul(G_next, 1, P_next, 0, T);  // G^T P_{i+1}
+  cfd_mat6_mul(Jinv, 0, T, 0, T2);
+  cfd_mat6_mul(P, 1, T2, 0, T);
+  for (int k = 0; k < 36; k++) Ublk[k] = -T[k];
+}
+
+// One equation's update in one level of odd-even elimination (paper 000 eq. 19, Algorithm 2).
+// Equation i couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i; Lf holds the
+// Cholesky factors of every D of this level. Writes equation i of the next level (stride 2s).
+CFD_HD void cfd_oee_update(int i, int s, int n, const double* D, const double* Lf, const double* U,
+                           const double* R, double* Dn, double* Un, double* Rn) {
+  double Di[36], Ri[6], Et[36], Kt[36];
+  for (int k = 0; k < 36; k++) Di[k] = D[36 * i + k];
+  for (int k = 0; k < 6; k++) Ri[k] = R[6 * i + k];
+  if (i + s < n) {  // E_i = U_i D_{i+s}^-1: solve D_{i+s} E_i^T = U_i^T
+    const double* Ui = U + 36 * i;
+    for (int r = 0; r < 6; r++)
+      for (int c = 0; c < 6; c++) Et[6 * r + c] = Ui[6 * c + r];
+    cfd_chol_solve(Lf + 36 * (i + s), 6, 6, Et, 6, 6);
+    const double* Rs = R + 6 * (i + s);
+    for (int r = 0; r < 6; r++) {
+      for (int c = 0; c < 6; c++) {
+        double e = 0;  // (E_i U_i^T)_{rc}
+        for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Ui[6 * c + k];
+        Di[6 * r + c] -= e;
+      }
+      double e = 0;
+      for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Rs[k];
+      Ri[r] -= e;
+    }
+  }
+  if (i - s >= 0) {  // K_i = U_{i-s}^T D_{i-s}^-1: solve D_{i-s} K_i^T = U_{i-s}
+    const double* Um = U + 36 * (i - s);
+    for (int k = 0; k < 36; k++) Kt[k] = Um[k];
+    cfd_chol_solve(Lf + 36 * (i - s), 6, 6, Kt, 6, 6);
+    const double* Rm = R + 6 * (i - s);
+    for (int r = 0; r < 6; r++) {
+      for (int c = 0; c < 6; c++) {
+        double e = 0;  // (K_i U_{i-s})_{rc}
+        for (int k = 0; k < 6; k++) e += Kt[6 * k + r] * Um[6 * k + c];
+        Di[6 * r + c] -= e;
+      }
+      double e = 0;
+      for (int k = 0; k < 6; k++) e += Kt[6 * k + r] * Rm[k];
+      Ri[r] -= e;
+    }
+  }
+  for (int k = 0; k < 36; k++) Dn[36 * i + k] = Di[k];
+  for (int k = 0; k < 6; k++) Rn[6 * i + k] = Ri[k];
+  if (i + 2 * s < n) {  // U_i' = -E_i U_{i+s}: the new coupling to x_{i+2s}
+    const double* Up = U + 36 * (i + s);
+    for (int r = 0; r < 6; r++)
+      for (int c = 0; c < 6; c++) {
+        double e = 0;
+        for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Up[6 * k + c];
+        Un[36 * i + 6 * r + c] = -e;
+      }
+  }
+}
+
+#endif  // CHAINFD_CFA_BLOCKS_H

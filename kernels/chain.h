@@ -1,0 +1,94 @@
+// chain.h: the chain model every algorithm works on, and the CPU algorithms.
+//
+// A chain is n links in order from the base; link i has one joint with one dof (a body with several
+// MuJoCo joints becomes several links, the inner ones massless with identity home transform, which
+// reproduces MuJoCo's composition exactly). Everything is in link frames (= MuJoCo body frames).
+// The model is plain arrays (structure of arrays) so that the same data can be copied to a GPU.
+#ifndef CHAINFD_CHAIN_H
+#define CHAINFD_CHAIN_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cfd_chain {
+  int n;               // links = dofs
+  double* home_R;      // n x 9: link i's rotation in its parent's frame at q = 0 (row-major)
+  double* home_p;      // n x 3: link i's origin in its parent's frame at q = 0
+  double* screw;       // n x 6: joint screw S_i = [w; v] in link i's frame (|w| = 1 or w = 0)
+  double* inertia;     // n x 36: spatial inertia J_i about link i's origin, in link i's frame
+  double* armature;    // n: joint-space diagonal term that is part of M (armature)
+  double gravity[3];   // world-frame gravity (zeros when gravity is disabled)
+  // where each link came from in the MuJoCo model (-1 where not applicable)
+  int* body;           // n: MuJoCo body id
+  int* jnt;            // n: MuJoCo joint id
+  int* dof;            // n: MuJoCo dof index (qvel/qacc address)
+  int* qpos;           // n: MuJoCo qpos address
+  double* qpos0;       // n: MuJoCo qpos0 at that address (the joint's zero)
+} cfd_chain;
+
+// Allocate / free the arrays of a chain of n links (zeroed). Returns 0 on success.
+int cfd_chain_alloc(cfd_chain* c, int n);
+void cfd_chain_free(cfd_chain* c);
+
+// The forward-dynamics problem, one state:
+//   (M(q) + diag(extra_diag)) qacc = tau - bias(q, qd)
+// where M includes chain->armature. extra_diag may be NULL (zero); it carries h*damping for
+// implicit joint damping. tau is the total generalised force (passive, actuator, applied, and
+// Cartesian forces mapped to joints).
+//
+// Each algorithm takes a caller-owned scratch buffer of cfd_<alg>_work_size(n) doubles and returns 0,
+// or a positive code when the problem is singular for that algorithm (cfd_status_str explains it).
+
+enum {
+  CFD_OK = 0,
+  CFD_ERR_SINGULAR = 1,    // a pivot of the factorisation was not positive
+  CFD_ERR_MASSLESS = 2,    // a link's spatial inertia is not invertible (CFA needs it)
+  CFD_ERR_ALLOC = 3,       // out of memory
+  CFD_ERR_NONFINITE = 4,   // NaN or Inf in the input
+};
+const char* cfd_status_str(int status);
+
+// Inverse dynamics (recursive Newton-Euler in twist/adjoint form): tau = M(q) qdd + bias(q, qd),
+// without armature (as mj_rne). qdd may be NULL (bias only). Gravity is the base acceleration -g.
+size_t cfd_id_work_size(int n);
+int cfd_id_cpu(const cfd_chain* c, const double* q, const double* qd, const double* qdd,
+               double* tau, double* work);
+
+// Link poses and Ad matrices used by several algorithms: for each link, its pose (R, p) in the
+// parent frame at q.
+void cfd_link_poses(const cfd_chain* c, const double* q, double* R, double* p);
+
+// JSIIA: M by composite rigid bodies, then Cholesky.
+size_t cfd_jsiia_work_size(int n);
+int cfd_fd_jsiia_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                     const double* extra_diag, double* qacc, double* work);
+// The joint-space inertia matrix M(q) + diag(armature) (n x n, row-major, full), for tests.
+int cfd_mass_matrix_cpu(const cfd_chain* c, const double* q, double* M, double* work);
+
+// ABIA: articulated-body inertia recursion (reference form, dense 6x6 algebra).
+size_t cfd_abia_work_size(int n);
+int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                    const double* extra_diag, double* qacc, double* work);
+
+// CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system.
+size_t cfd_cfa_work_size(int n);
+int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                   const double* extra_diag, double* qacc, double* work);
+
+// The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, with
+// structured spatial algebra (no dense 6x6 products).
+size_t cfd_fast_work_size(int n);
+int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                    const double* extra_diag, double* qacc, double* work);
+
+// 0 when every entry of x[0..n) is finite
+int cfd_check_finite(const double* x, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_CHAIN_H

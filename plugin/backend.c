@@ -1,0 +1,128 @@
+// The back-end table and the single-state solver.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cfd_math.h"
+#include "mj_chain.h"
+
+static const cfd_backend backends[] = {
+    {"cpu.fast", "articulated-body algorithm, structured spatial algebra (the fast CPU path)",
+     cfd_fast_work_size, cfd_fd_fast_cpu, 0},
+    {"cpu.abia", "articulated-body inertia algorithm, reference (paper 000 eq. 8)",
+     cfd_abia_work_size, cfd_fd_abia_cpu, 0},
+    {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + Cholesky (eq. 7)",
+     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, 0},
+    {"cpu.cfa", "constraint force algorithm, odd-even elimination (eq. 9-19, Algorithm 2)",
+     cfd_cfa_work_size, cfd_fd_cfa_cpu, 1},
+};
+
+int cfd_backend_count(void) { return (int)(sizeof(backends) / sizeof(backends[0])); }
+
+const cfd_backend* cfd_backend_get(int i) {
+  return (i >= 0 && i < cfd_backend_count()) ? &backends[i] : NULL;
+}
+
+const cfd_backend* cfd_backend_find(const char* name) {
+  for (int i = 0; i < cfd_backend_count(); i++)
+    if (!strcmp(backends[i].name, name)) return &backends[i];
+  return NULL;
+}
+
+int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain* c, char* why,
+                         int why_size) {
+  if (!b->needs_link_mass) return 0;
+  for (int i = 0; i < c->n; i++) {
+    const double* J = c->inertia + 36 * i;
+    double L[36];
+    memcpy(L, J, sizeof(L));
+    if (cfd_chol_factor(L, 6, 6)) {
+      const char* body = mj_id2name(m, mjOBJ_BODY, c->body[i]);
+      const char* jnt = mj_id2name(m, mjOBJ_JOINT, c->jnt[i]);
+      snprintf(why, why_size,
+               "%s: the link of joint '%s' (body '%s') has a singular spatial inertia (massless, or "
+               "an inner joint of a body with several joints); CFA needs every link's J invertible",
+               b->name, jnt ? jnt : "?", body ? body : "?");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+struct cfd_solver {
+  cfd_chain chain;
+  const cfd_backend* backend;
+  double* work;
+  double* q;
+  double* qd;
+  double* tau;
+  double* qacc;
+  double* xfrc_work;
+};
+
+void cfd_solver_free(cfd_solver* s) {
+  if (!s) return;
+  cfd_chain_free(&s->chain);
+  free(s->work); free(s->q); free(s->qd); free(s->tau); free(s->qacc); free(s->xfrc_work);
+  free(s);
+}
+
+cfd_solver* cfd_solver_create(const mjModel* m, const char* backend, char* err, int err_size) {
+  const cfd_backend* b = cfd_backend_find(backend);
+  if (!b) {
+    int len = snprintf(err, err_size, "unknown backend '%s' (one of:", backend);
+    for (int i = 0; i < cfd_backend_count() && len < err_size; i++)
+      len += snprintf(err + len, err_size - len, " %s", backends[i].name);
+    if (len < err_size) snprintf(err + len, err_size - len, ")");
+    return NULL;
+  }
+  cfd_solver* s = calloc(1, sizeof(*s));
+  if (!s) { snprintf(err, err_size, "out of memory"); return NULL; }
+  if (cfd_chain_from_model(m, &s->chain, err, err_size)) { free(s); return NULL; }
+  if (cfd_backend_supports(b, m, &s->chain, err, err_size)) { cfd_solver_free(s); return NULL; }
+  int n = s->chain.n;
+  s->backend = b;
+  s->work = malloc(sizeof(double) * (b->work_size(n) + 1));
+  s->q = malloc(sizeof(double) * n);
+  s->qd = malloc(sizeof(double) * n);
+  s->tau = malloc(sizeof(double) * n);
+  s->qacc = malloc(sizeof(double) * n);
+  s->xfrc_work = malloc(sizeof(double) * 6 * m->nbody);
+  if (!s->work || !s->q || !s->qd || !s->tau || !s->qacc || !s->xfrc_work) {
+    snprintf(err, err_size, "out of memory for %s on %d links", b->name, n);
+    cfd_solver_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+const cfd_chain* cfd_solver_chain(const cfd_solver* s) { return &s->chain; }
+const cfd_backend* cfd_solver_backend(const cfd_solver* s) { return s->backend; }
+
+void cfd_solver_gather(cfd_solver* s, const mjModel* m, const mjData* d, const double** q,
+                       const double** qd, const double** tau) {
+  cfd_state_from_data(m, d, &s->chain, s->q, s->qd, s->tau, s->xfrc_work);
+  *q = s->q; *qd = s->qd; *tau = s->tau;
+}
+
+int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                  const double* extra_diag, double* qacc) {
+  int n = s->chain.n;
+  if (cfd_check_finite(q, n) || cfd_check_finite(qd, n) || cfd_check_finite(tau, n))
+    return CFD_ERR_NONFINITE;
+  return s->backend->fd(&s->chain, q, qd, tau, extra_diag, qacc, s->work);
+}
+
+int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const double* extra_diag,
+                    double* qacc, char* err, int err_size) {
+  const double *q, *qd, *tau;
+  cfd_solver_gather(s, m, d, &q, &qd, &tau);
+  int st = cfd_solver_fd(s, q, qd, tau, extra_diag, s->qacc);
+  if (st) {
+    snprintf(err, err_size, "%s: %s", s->backend->name, cfd_status_str(st));
+    return st;
+  }
+  for (int i = 0; i < s->chain.n; i++) qacc[s->chain.dof[i]] = s->qacc[i];
+  return 0;
+}

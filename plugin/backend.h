@@ -1,0 +1,62 @@
+// backend.h: every forward-dynamics back end behind one interface, and a solver that runs one of
+// them on MuJoCo's model and state.
+#ifndef CHAINFD_BACKEND_H
+#define CHAINFD_BACKEND_H
+
+#include <stddef.h>
+
+#include <mujoco/mujoco.h>
+
+#include "chain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int (*cfd_fd_fn)(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                         const double* extra_diag, double* qacc, double* work);
+
+typedef struct cfd_backend {
+  const char* name;         // as given on the command line: cpu.fast, cpu.abia, cpu.jsiia, cpu.cfa
+  const char* description;
+  size_t (*work_size)(int n);
+  cfd_fd_fn fd;
+  int needs_link_mass;      // every link's spatial inertia must be invertible (CFA)
+} cfd_backend;
+
+int cfd_backend_count(void);
+const cfd_backend* cfd_backend_get(int i);
+const cfd_backend* cfd_backend_find(const char* name);  // NULL when unknown
+
+// Whether backend b can run chain c (and m, for naming): 0, or nonzero with the reason in why.
+int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain* c, char* why,
+                         int why_size);
+
+// The chain model of one mjModel plus one back end's scratch, for one state at a time.
+typedef struct cfd_solver cfd_solver;
+
+// NULL with a message naming the element when the model or back end is refused.
+cfd_solver* cfd_solver_create(const mjModel* m, const char* backend, char* err, int err_size);
+void cfd_solver_free(cfd_solver* s);
+const cfd_chain* cfd_solver_chain(const cfd_solver* s);
+const cfd_backend* cfd_solver_backend(const cfd_solver* s);
+
+// qacc (nv) for d's state: d's kinematics, com positions, passive forces and actuation must be
+// current (as after mj_forward). extra_diag (nv, may be NULL) is added to M's diagonal.
+// Returns 0, or nonzero with a message; qacc is written only on success.
+int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const double* extra_diag,
+                    double* qacc, char* err, int err_size);
+
+// The same from the chain's own state vectors (link order), for benchmarks and tests.
+int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                  const double* extra_diag, double* qacc);
+
+// The state vectors of d in link order, into the solver's buffers (valid until the next call).
+void cfd_solver_gather(cfd_solver* s, const mjModel* m, const mjData* d, const double** q,
+                       const double** qd, const double** tau);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_BACKEND_H
