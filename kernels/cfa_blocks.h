@@ -87,18 +87,22 @@ CFD_HD void cfd_cfa_upper_block(const double Jinv[36], const double G_next[36], 
 }
 
 // One equation's update in one level of odd-even elimination (paper 000 eq. 19, Algorithm 2).
-// Equation i couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i; Lf holds the
-// Cholesky factors of every D of this level. Writes equation i of the next level (stride 2s).
-CFD_HD void cfd_oee_update(int i, int s, int n, const double* D, const double* Lf, const double* U,
-                           const double* R, double* Dn, double* Un, double* Rn) {
-  double Di[36], Ri[6], Et[36], Kt[36];
+// Equation i couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i. Reads this level's
+// D, U, R and writes equation i of the next level (stride 2s) into Dn, Un, Rn. The symmetric
+// solves with D_{i+-s} use their Cholesky factors, which each equation forms itself (two 6x6
+// factorisations: cheaper on a GPU than a separate pass).
+CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U, const double* R,
+                          double* Dn, double* Un, double* Rn) {
+  double Di[36], Ri[6], Et[36], Kt[36], L[36];
   for (int k = 0; k < 36; k++) Di[k] = D[36 * i + k];
   for (int k = 0; k < 6; k++) Ri[k] = R[6 * i + k];
   if (i + s < n) {  // E_i = U_i D_{i+s}^-1: solve D_{i+s} E_i^T = U_i^T
     const double* Ui = U + 36 * i;
+    for (int k = 0; k < 36; k++) L[k] = D[36 * (i + s) + k];
+    if (cfd_chol_factor(L, 6, 6)) return 1;
     for (int r = 0; r < 6; r++)
       for (int c = 0; c < 6; c++) Et[6 * r + c] = Ui[6 * c + r];
-    cfd_chol_solve(Lf + 36 * (i + s), 6, 6, Et, 6, 6);
+    cfd_chol_solve(L, 6, 6, Et, 6, 6);
     const double* Rs = R + 6 * (i + s);
     for (int r = 0; r < 6; r++) {
       for (int c = 0; c < 6; c++) {
@@ -113,8 +117,10 @@ CFD_HD void cfd_oee_update(int i, int s, int n, const double* D, const double* L
   }
   if (i - s >= 0) {  // K_i = U_{i-s}^T D_{i-s}^-1: solve D_{i-s} K_i^T = U_{i-s}
     const double* Um = U + 36 * (i - s);
+    for (int k = 0; k < 36; k++) L[k] = D[36 * (i - s) + k];
+    if (cfd_chol_factor(L, 6, 6)) return 1;
     for (int k = 0; k < 36; k++) Kt[k] = Um[k];
-    cfd_chol_solve(Lf + 36 * (i - s), 6, 6, Kt, 6, 6);
+    cfd_chol_solve(L, 6, 6, Kt, 6, 6);
     const double* Rm = R + 6 * (i - s);
     for (int r = 0; r < 6; r++) {
       for (int c = 0; c < 6; c++) {
@@ -137,7 +143,64 @@ CFD_HD void cfd_oee_update(int i, int s, int n, const double* D, const double* L
         for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Up[6 * k + c];
         Un[36 * i + 6 * r + c] = -e;
       }
+  } else {
+    for (int k = 0; k < 36; k++) Un[36 * i + k] = 0;
   }
+  return 0;
+}
+
+// Right-hand side and joint-diagonal term for equation i (see the derivation above), reading the
+// unmodified blocks D0/U0 of P^T K P and writing the system the elimination starts from (D, U, R)
+// and the unmodified f-row (frow: couplings to x_{i-1}, x_i, x_{i+1}) that gives qdd afterwards.
+// dj: joint-diagonal terms, sigma = S^T S, taud = tau - bias (all n).
+CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0, const double* dj,
+                               const double* sigma, const double* taud, double* D, double* U,
+                               double* R, double* frow) {
+  double* fr = frow + 18 * i;
+  for (int k = 0; k < 6; k++) {
+    fr[k] = i ? U0[36 * (i - 1) + 6 * k + 5] : 0;  // column 5 of U_{i-1}
+    fr[6 + k] = D0[36 * i + 30 + k];               // row 5 of D_i
+    fr[12 + k] = (i + 1 < n) ? U0[36 * i + 30 + k] : 0;
+  }
+  // f_j is known (tau_d_j / sigma_j) wherever the joint has no diagonal term
+  int known_prev = i > 0 && !(dj[i - 1] > 0), known = !(dj[i] > 0);
+  int known_next = i + 1 < n && !(dj[i + 1] > 0);
+  double f_prev = known_prev ? taud[i - 1] / sigma[i - 1] : 0;
+  double f = known ? taud[i] / sigma[i] : 0;
+  double f_next = known_next ? taud[i + 1] / sigma[i + 1] : 0;
+  double* Ri = R + 6 * i;
+  for (int k = 0; k < 6; k++) {
+    double r = (k == 5 && !known) ? sigma[i] * taud[i] / dj[i] : 0;
+    r -= D0[36 * i + 6 * k + 5] * f;
+    if (known_prev) r -= U0[36 * (i - 1) + 30 + k] * f_prev;  // (U_{i-1}^T)_{k5}
+    if (known_next) r -= U0[36 * i + 6 * k + 5] * f_next;
+    Ri[k] = r;
+  }
+  double* Di = D + 36 * i;
+  double* Ui = U + 36 * i;
+  for (int k = 0; k < 36; k++) Di[k] = D0[36 * i + k];
+  for (int k = 0; k < 36; k++) Ui[k] = (i + 1 < n) ? U0[36 * i + k] : 0;
+  if (known) {  // decouple the known unknown: identity row and column
+    for (int k = 0; k < 6; k++) {
+      Di[6 * k + 5] = Di[30 + k] = 0;
+      Ui[30 + k] = 0;
+    }
+    Di[35] = 1;
+    Ri[5] = f;
+  } else {
+    Di[35] += sigma[i] * sigma[i] / dj[i];
+  }
+  if (known_next)
+    for (int k = 0; k < 6; k++) Ui[6 * k + 5] = 0;
+}
+
+// qdd_i = (S^T K F)_i / sigma_i from the solved x and the unmodified f-row.
+CFD_HD double cfd_cfa_qdd(int i, int n, const double* frow, const double* x, double sigma) {
+  const double* fr = frow + 18 * i;
+  double s = cfd_dot6(fr + 6, x + 6 * i);
+  if (i > 0) s += cfd_dot6(fr, x + 6 * (i - 1));
+  if (i + 1 < n) s += cfd_dot6(fr + 12, x + 6 * (i + 1));
+  return s / sigma;
 }
 
 #endif  // CHAINFD_CFA_BLOCKS_H

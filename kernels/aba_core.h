@@ -1,0 +1,174 @@
+// aba_core.h: the articulated-body algorithm with structured spatial algebra, one state, written
+// once for the CPU fast path (cpu/fast_cpu.c) and the GPU batch kernel (cuda/abia.cu).
+//
+// Same sweeps as cpu/abia_cpu.c. An inertia is three 3x3 blocks [[A, B], [B^T, C]] and moves to
+// the parent frame in closed form, X^T I X with X = Ad_{T^-1}, T = (R, p):
+//   A' = R A R^T, B' = R B R^T, C' = R C R^T                  (rotate)
+//   [[A' + p^B'^T - B'p^ - p^C'p^,  B' + p^C'], [., C']]       (shift the reference point by p)
+// The articulated inertia and bias force are running values (only the parent's is ever needed);
+// per link the sweeps keep the pose, c_i, the rigid-body bias, U_i, d_i and u_i: 32 numbers.
+// Per-link scratch entries are `stride` apart, so a GPU can interleave the instances of a batch
+// (entry k of instance b at work[k * stride + b]) and read them coalesced; the CPU uses stride 1.
+#ifndef CHAINFD_ABA_CORE_H
+#define CHAINFD_ABA_CORE_H
+
+#include "cfd_math.h"
+#include "chain.h"
+
+enum { CFD_ABA_LINK_DOUBLES = 32 };
+
+typedef struct {
+  double A[9], B[9], C[9];
+} cfd_inertia3;
+
+// out = R X R^T (3x3)
+CFD_HD void cfd_rotate3(const double R[9], const double X[9], double out[9]) {
+  double T[9];
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++)
+      T[3 * r + c] = X[3 * r] * R[3 * c] + X[3 * r + 1] * R[3 * c + 1] + X[3 * r + 2] * R[3 * c + 2];
+  cfd_mat3_mul(R, T, out);
+}
+
+// out = p^ X (3x3): each column of X crossed with p
+CFD_HD void cfd_hat_mul(const double p[3], const double X[9], double out[9]) {
+  for (int c = 0; c < 3; c++) {
+    double col[3] = {X[c], X[3 + c], X[6 + c]}, t[3];
+    cfd_cross(p, col, t);
+    out[c] = t[0]; out[3 + c] = t[1]; out[6 + c] = t[2];
+  }
+}
+
+// parent = J_parent + X^T I X, with I in the child frame and (R, p) the child's pose.
+CFD_HD void cfd_inertia3_to_parent(const double R[9], const double p[3], const cfd_inertia3* I,
+                                   const double Jp[36], cfd_inertia3* parent) {
+  double A[9], B[9], C[9], pC[9], pB[9], pCp[9];
+  cfd_rotate3(R, I->A, A);
+  cfd_rotate3(R, I->B, B);
+  cfd_rotate3(R, I->C, C);
+  cfd_hat_mul(p, C, pC);  // p^ C'
+  double Bt[9] = {B[0], B[3], B[6], B[1], B[4], B[7], B[2], B[5], B[8]};
+  cfd_hat_mul(p, Bt, pB);  // p^ B'^T
+  // C' is symmetric, so (p^ C')^T = -C' p^ and p^ (p^ C')^T = -p^ C' p^
+  double pCt[9] = {pC[0], pC[3], pC[6], pC[1], pC[4], pC[7], pC[2], pC[5], pC[8]};
+  cfd_hat_mul(p, pCt, pCp);
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++) {
+      int k = 3 * r + c, kt = 3 * c + r;
+      // B'p^ = -(p^ B'^T)^T, so -B'p^ = pB^T
+      parent->A[k] = Jp[6 * r + c] + A[k] + pB[k] + pB[kt] + pCp[k];
+      parent->B[k] = Jp[6 * r + c + 3] + B[k] + pC[k];
+      parent->C[k] = Jp[6 * (r + 3) + c + 3] + C[k];
+    }
+}
+
+CFD_HD void cfd_inertia3_from(const double J[36], cfd_inertia3* I) {
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++) {
+      I->A[3 * r + c] = J[6 * r + c];
+      I->B[3 * r + c] = J[6 * r + c + 3];
+      I->C[3 * r + c] = J[6 * (r + 3) + c + 3];
+    }
+}
+
+// qacc for one state. q, qd, tau, extra_diag (may be NULL) and qacc are this instance's vectors
+// (entry i at [i * vstride]); work holds CFD_ABA_LINK_DOUBLES * n entries at [k * stride].
+CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                        const double* extra_diag, double* qacc, int vstride, double* work,
+                        long stride) {
+  int n = c->n;
+#define W(i, k) work[((long)(i) * CFD_ABA_LINK_DOUBLES + (k)) * stride]
+  // slots per link: 0-8 R, 9-11 p, 12-17 c, 18-23 rigid bias, 24-29 U, 30 d, 31 u
+
+  // out: poses, velocities, velocity-product accelerations c_i and rigid-body bias forces
+  double V[6] = {0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    const double* S = c->screw + 6 * i;
+    double Re[9], pe[3], R[9], p[3], Vc[6], Sqd[6], ci[6], JV[6], pb[6];
+    cfd_screw_exp(S, q[i * vstride], Re, pe);
+    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, R, p);
+    cfd_twist_to_child(R, p, V, Vc);
+    double qdi = qd[i * vstride];
+    for (int k = 0; k < 6; k++) {
+      Sqd[k] = S[k] * qdi;
+      V[k] = Vc[k] + Sqd[k];
+    }
+    cfd_ad(V, Sqd, ci);
+    cfd_mat6_vec(c->inertia + 36 * i, V, JV);
+    cfd_neg_adstar(V, JV, pb);
+    for (int k = 0; k < 9; k++) W(i, k) = R[k];
+    for (int k = 0; k < 3; k++) W(i, 9 + k) = p[k];
+    for (int k = 0; k < 6; k++) {
+      W(i, 12 + k) = ci[k];
+      W(i, 18 + k) = pb[k];
+    }
+  }
+
+  // in: articulated inertia IA and bias pA, running from the tip
+  cfd_inertia3 IA;
+  double pA[6];
+  cfd_inertia3_from(c->inertia + 36 * (n - 1), &IA);
+  for (int k = 0; k < 6; k++) pA[k] = W(n - 1, 18 + k);
+  for (int i = n - 1; i >= 0; i--) {
+    const double* S = c->screw + 6 * i;
+    double U[6], t1[3], t2[3];
+    cfd_rot(IA.A, S, t1);
+    cfd_rot(IA.B, S + 3, t2);
+    U[0] = t1[0] + t2[0]; U[1] = t1[1] + t2[1]; U[2] = t1[2] + t2[2];
+    cfd_rotT(IA.B, S, t1);
+    cfd_rot(IA.C, S + 3, t2);
+    U[3] = t1[0] + t2[0]; U[4] = t1[1] + t2[1]; U[5] = t1[2] + t2[2];
+    double d = cfd_dot6(S, U) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);
+    if (!(d > 0)) return CFD_ERR_SINGULAR;
+    double u = tau[i * vstride] - cfd_dot6(S, pA);
+    for (int k = 0; k < 6; k++) W(i, 24 + k) = U[k];
+    W(i, 30) = d;
+    W(i, 31) = u;
+    if (i == 0) break;
+    // Ia = IA - U U^T / d,  pa = pA + Ia c + U u / d, then both to the parent
+    double inv = 1 / d, ci[6], R[9], p[3];
+    for (int k = 0; k < 6; k++) ci[k] = W(i, 12 + k);
+    for (int k = 0; k < 9; k++) R[k] = W(i, k);
+    for (int k = 0; k < 3; k++) p[k] = W(i, 9 + k);
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 3; k++) {
+        IA.A[3 * r + k] -= U[r] * U[k] * inv;
+        IA.B[3 * r + k] -= U[r] * U[3 + k] * inv;
+        IA.C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
+      }
+    double pa[6], a1[3], a2[3], b1[3], b2[3], pp[6];
+    cfd_rot(IA.A, ci, a1);
+    cfd_rot(IA.B, ci + 3, a2);
+    cfd_rotT(IA.B, ci, b1);
+    cfd_rot(IA.C, ci + 3, b2);
+    double su = u * inv;
+    for (int k = 0; k < 3; k++) {
+      pa[k] = pA[k] + a1[k] + a2[k] + U[k] * su;
+      pa[3 + k] = pA[3 + k] + b1[k] + b2[k] + U[3 + k] * su;
+    }
+    cfd_wrench_to_parent(R, p, pa, pp);
+    for (int k = 0; k < 6; k++) pA[k] = W(i - 1, 18 + k) + pp[k];
+    cfd_inertia3 parent;
+    cfd_inertia3_to_parent(R, p, &IA, c->inertia + 36 * (i - 1), &parent);
+    IA = parent;
+  }
+
+  // out: accelerations
+  double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  for (int i = 0; i < n; i++) {
+    const double* S = c->screw + 6 * i;
+    double R[9], p[3], ai[6], U[6];
+    for (int k = 0; k < 9; k++) R[k] = W(i, k);
+    for (int k = 0; k < 3; k++) p[k] = W(i, 9 + k);
+    for (int k = 0; k < 6; k++) U[k] = W(i, 24 + k);
+    cfd_twist_to_child(R, p, a, ai);
+    for (int k = 0; k < 6; k++) ai[k] += W(i, 12 + k);
+    double qa = (W(i, 31) - cfd_dot6(U, ai)) / W(i, 30);
+    qacc[i * vstride] = qa;
+    for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
+  }
+#undef W
+  return CFD_OK;
+}
+
+#endif  // CHAINFD_ABA_CORE_H

@@ -1,0 +1,295 @@
+// The GPU context: the chain on the device, buffers reused across calls, transfers, chunking of
+// huge batches, and every CUDA failure turned into a message.
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfa_blocks.h"
+#include "gpu_internal.h"
+
+#define MAX_GRID_Y 65535                    // instances per launch of the link-parallel kernels
+#define WORK_BUDGET ((size_t)4 << 30)        // bytes of scratch per chunk of a huge batch
+
+static int fail(char* err, int size, const char* what, cudaError_t e) {
+  if (err && size > 0) snprintf(err, size, "%s: %s", what, cudaGetErrorString(e));
+  return 1;
+}
+
+const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
+  switch (alg) {
+    case CFD_GPU_ABIA: return "cuda.abia";
+    case CFD_GPU_JSIIA: return "cuda.jsiia";
+    case CFD_GPU_CFA: return "cuda.cfa";
+  }
+  return "cuda.?";
+}
+
+int cfd_gpu_device_count(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" state
+    return 0;
+  }
+  return count;
+}
+
+int cfd_gpu_device_name(int device, char* buf, int size) {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return 1;
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  snprintf(buf, size, "%s (sm_%d%d, %.1f GiB, %d SMs, driver %d, runtime %d)", p.name, p.major,
+           p.minor, p.totalGlobalMem / 1073741824.0, p.multiProcessorCount, driver, runtime);
+  return 0;
+}
+
+size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
+  switch (alg) {
+    case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_GPU;
+    case CFD_GPU_CFA: return CFD_ID_WORK(n) + (size_t)n * (36 * 6 + 6 * 2 + 18 + 2);
+    case CFD_GPU_JSIIA: return CFD_ID_WORK(n) + (size_t)n * 37 + (size_t)n * n;
+  }
+  return 0;
+}
+
+static void free_batch_buffers(cfd_gpu* g) {
+  cudaFree(g->q); cudaFree(g->qd); cudaFree(g->tau); cudaFree(g->extra); cudaFree(g->qacc);
+  cudaFree(g->bias); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
+  g->q = g->qd = g->tau = g->extra = g->qacc = g->bias = g->work = NULL;
+  g->ptrs = NULL;
+  g->info = NULL;
+  g->capacity = 0;
+  g->staged = 0;
+}
+
+void cfd_gpu_free(cfd_gpu* g) {
+  if (!g) return;
+  cudaSetDevice(g->device);
+  free_batch_buffers(g);
+  cudaFree(g->chain.home_R); cudaFree(g->chain.home_p); cudaFree(g->chain.screw);
+  cudaFree(g->chain.inertia); cudaFree(g->chain.armature);
+  cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
+  if (g->solver) cusolverDnDestroy(g->solver);
+  if (g->start) cudaEventDestroy(g->start);
+  if (g->stop) cudaEventDestroy(g->stop);
+  if (g->stream) cudaStreamDestroy(g->stream);
+  free(g);
+}
+
+static cudaError_t upload(double** dst, const double* src, size_t count) {
+  cudaError_t e = cudaMalloc(dst, sizeof(double) * (count ? count : 1));
+  if (e == cudaSuccess && count) e = cudaMemcpy(*dst, src, sizeof(double) * count, cudaMemcpyHostToDevice);
+  return e;
+}
+
+int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
+                   int err_size) {
+  *out = NULL;
+  int count = cfd_gpu_device_count();
+  if (count == 0) {
+    snprintf(err, err_size, "no CUDA device is available (%s needs a GPU)", cfd_gpu_algorithm_name(alg));
+    return 1;
+  }
+  if (device < 0 || device >= count) {
+    snprintf(err, err_size, "CUDA device %d does not exist (devices: 0..%d)", device, count - 1);
+    return 1;
+  }
+  if (c->n < 1) {
+    snprintf(err, err_size, "empty chain");
+    return 1;
+  }
+  int n = c->n;
+  double* jinv = NULL;
+  double* basis = NULL;
+  double* sigma = NULL;
+  if (alg == CFD_GPU_CFA) {  // constant per link in link frames: once, on the host
+    jinv = (double*)malloc(sizeof(double) * 36 * n);
+    basis = (double*)malloc(sizeof(double) * 36 * n);
+    sigma = (double*)malloc(sizeof(double) * n);
+    if (!jinv || !basis || !sigma) {
+      free(jinv); free(basis); free(sigma);
+      snprintf(err, err_size, "out of host memory");
+      return 1;
+    }
+    for (int i = 0; i < n; i++) {
+      if (cfd_inertia_inverse(c->inertia + 36 * i, jinv + 36 * i)) {
+        free(jinv); free(basis); free(sigma);
+        snprintf(err, err_size, "cuda.cfa: link %d has a singular spatial inertia", i);
+        return 1;
+      }
+      cfd_cfa_basis(c->screw + 6 * i, basis + 36 * i);
+      sigma[i] = cfd_dot6(c->screw + 6 * i, c->screw + 6 * i);
+    }
+  }
+  cfd_gpu* g = (cfd_gpu*)calloc(1, sizeof(cfd_gpu));
+  if (!g) {
+    free(jinv); free(basis); free(sigma);
+    snprintf(err, err_size, "out of host memory");
+    return 1;
+  }
+  g->device = device;
+  g->alg = alg;
+  g->n = n;
+  cudaError_t e = cudaSetDevice(device);
+  if (!e) e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+  if (!e) e = cudaEventCreate(&g->start);
+  if (!e) e = cudaEventCreate(&g->stop);
+  g->chain = *c;  // scalars; the arrays are replaced by device copies
+  g->chain.home_R = g->chain.home_p = g->chain.screw = g->chain.inertia = g->chain.armature = NULL;
+  g->chain.qpos0 = NULL;
+  g->chain.body = g->chain.jnt = g->chain.dof = g->chain.qpos = NULL;
+  if (!e) e = upload(&g->chain.home_R, c->home_R, 9 * (size_t)n);
+  if (!e) e = upload(&g->chain.home_p, c->home_p, 3 * (size_t)n);
+  if (!e) e = upload(&g->chain.screw, c->screw, 6 * (size_t)n);
+  if (!e) e = upload(&g->chain.inertia, c->inertia, 36 * (size_t)n);
+  if (!e) e = upload(&g->chain.armature, c->armature, (size_t)n);
+  if (!e && alg == CFD_GPU_CFA) {
+    e = upload(&g->jinv, jinv, 36 * (size_t)n);
+    if (!e) e = upload(&g->basis, basis, 36 * (size_t)n);
+    if (!e) e = upload(&g->sigma, sigma, (size_t)n);
+  }
+  free(jinv); free(basis); free(sigma);
+  if (e) {
+    fail(err, err_size, "uploading the chain model", e);
+    cfd_gpu_free(g);
+    return 1;
+  }
+  if (alg == CFD_GPU_JSIIA) {
+    if (cusolverDnCreate(&g->solver) != CUSOLVER_STATUS_SUCCESS ||
+        cusolverDnSetStream(g->solver, g->stream) != CUSOLVER_STATUS_SUCCESS ||
+        cusolverDnDpotrf_bufferSize(g->solver, CUBLAS_FILL_MODE_LOWER, n, NULL, n,
+                                    &g->solver_lwork) != CUSOLVER_STATUS_SUCCESS) {
+      snprintf(err, err_size, "cuSOLVER could not be initialised on device %d", device);
+      cfd_gpu_free(g);
+      return 1;
+    }
+    e = cudaMalloc(&g->solver_work, sizeof(double) * (g->solver_lwork + 1));
+    if (e) {
+      fail(err, err_size, "allocating cuSOLVER workspace", e);
+      cfd_gpu_free(g);
+      return 1;
+    }
+  }
+  *out = g;
+  return 0;
+}
+
+// Instances per launch for B: bounded by the grid, and by the scratch budget for huge batches.
+static int chunk_of(const cfd_gpu* g, int B) {
+  size_t per = cfd_gpu_work_per_instance(g->alg, g->n) * sizeof(double);
+  size_t fit = WORK_BUDGET / (per ? per : 1);
+  size_t chunk = B;
+  if (chunk > fit) chunk = fit ? fit : 1;
+  if (g->alg != CFD_GPU_ABIA && chunk > MAX_GRID_Y) chunk = MAX_GRID_Y;
+  return (int)chunk;
+}
+
+static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, int err_size) {
+  if (chunk <= g->capacity && (!stage || B <= g->staged)) return 0;
+  int n = g->n;
+  int cap = chunk > g->capacity ? chunk : g->capacity;
+  int staged = stage && B > g->staged ? B : g->staged;
+  free_batch_buffers(g);
+  size_t vec = sizeof(double) * (size_t)staged * n;
+  cudaError_t e = cudaSuccess;
+  if (staged) {
+    e = cudaMalloc(&g->q, vec);
+    if (!e) e = cudaMalloc(&g->qd, vec);
+    if (!e) e = cudaMalloc(&g->tau, vec);
+    if (!e) e = cudaMalloc(&g->extra, vec);
+    if (!e) e = cudaMalloc(&g->qacc, vec);
+  }
+  if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
+  if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * cap);
+  if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 2 * (size_t)cap);
+  if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 1));
+  if (e) {
+    free_batch_buffers(g);
+    cudaGetLastError();
+    snprintf(err, err_size,
+             "out of device memory for a batch of %d states of %d links (%s): %s", B, n,
+             cfd_gpu_algorithm_name(g->alg), cudaGetErrorString(e));
+    return 1;
+  }
+  g->capacity = cap;
+  g->staged = staged;
+  return 0;
+}
+
+int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+               const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size) {
+  if (B < 1) {
+    snprintf(err, err_size, "batch size must be positive (got %d)", B);
+    return 1;
+  }
+  cudaError_t e = cudaSetDevice(g->device);
+  if (e) return fail(err, err_size, "selecting the device", e);
+  int n = g->n, chunk = chunk_of(g, B), host = where == CFD_HOST;
+  if (ensure_buffers(g, B, chunk, host, err, err_size)) return 1;
+  const double *dq = q, *dqd = qd, *dtau = tau, *dextra = extra_diag;
+  double* dqacc = qacc;
+  size_t vec = sizeof(double) * (size_t)B * n;
+  if (host) {
+    e = cudaMemcpyAsync(g->q, q, vec, cudaMemcpyHostToDevice, g->stream);
+    if (!e) e = cudaMemcpyAsync(g->qd, qd, vec, cudaMemcpyHostToDevice, g->stream);
+    if (!e) e = cudaMemcpyAsync(g->tau, tau, vec, cudaMemcpyHostToDevice, g->stream);
+    if (!e && extra_diag) e = cudaMemcpyAsync(g->extra, extra_diag, vec, cudaMemcpyHostToDevice, g->stream);
+    if (e) return fail(err, err_size, "copying the states to the device", e);
+    dq = g->q; dqd = g->qd; dtau = g->tau; dextra = extra_diag ? g->extra : NULL;
+    dqacc = g->qacc;
+  }
+  int* error_flag = g->info + g->capacity;
+  cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
+  cudaEventRecord(g->start, g->stream);
+  for (int b0 = 0; b0 < B; b0 += chunk) {
+    int nb = B - b0 < chunk ? B - b0 : chunk;
+    size_t o = (size_t)b0 * n;
+    const double* ex = dextra ? dextra + o : NULL;
+    if (g->alg == CFD_GPU_ABIA) {
+      e = cfd_gpu_launch_abia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
+    } else if (g->alg == CFD_GPU_CFA) {
+      e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
+    } else {
+      const char* what = "";
+      if (cfd_gpu_launch_jsiia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, &what)) {
+        e = cudaGetLastError();
+        snprintf(err, err_size, "cuda.jsiia: %s failed%s%s", what, e ? ": " : "",
+                 e ? cudaGetErrorString(e) : "");
+        cudaStreamSynchronize(g->stream);
+        return 1;
+      }
+    }
+    if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+    if (g->alg == CFD_GPU_JSIIA && n > 16) {  // cuSOLVER reports a failed factorisation in info
+      int* info = (int*)malloc(sizeof(int) * (nb == 1 ? 1 : nb));
+      e = cudaMemcpyAsync(info, g->info, sizeof(int) * (nb == 1 ? 1 : nb), cudaMemcpyDeviceToHost, g->stream);
+      if (!e) e = cudaStreamSynchronize(g->stream);
+      int bad = 0;
+      for (int k = 0; !e && k < (nb == 1 ? 1 : nb); k++) bad |= info[k] != 0;
+      free(info);
+      if (e) return fail(err, err_size, "cuda.jsiia", e);
+      if (bad) {
+        snprintf(err, err_size, "cuda.jsiia: %s", cfd_status_str(CFD_ERR_SINGULAR));
+        return 1;
+      }
+    }
+  }
+  cudaEventRecord(g->stop, g->stream);
+  int status = 0;
+  e = cudaMemcpyAsync(&status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  if (!e) e = cudaStreamSynchronize(g->stream);
+  if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+  if (status) {
+    snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(status));
+    return 1;
+  }
+  cudaEventElapsedTime(&g->last_ms, g->start, g->stop);
+  if (host) {
+    e = cudaMemcpyAsync(qacc, g->qacc, vec, cudaMemcpyDeviceToHost, g->stream);
+    if (!e) e = cudaStreamSynchronize(g->stream);
+    if (e) return fail(err, err_size, "copying qacc back", e);
+  }
+  return 0;
+}
+
+double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }

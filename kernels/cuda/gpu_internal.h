@@ -1,0 +1,61 @@
+// gpu_internal.h: what the CUDA files of one context share: the context itself, error checks, and
+// each algorithm's launcher. Not a public header.
+#ifndef CHAINFD_GPU_INTERNAL_H
+#define CHAINFD_GPU_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <stdio.h>
+
+#include "chainfd_batch.h"
+
+struct cfd_gpu {
+  int device;
+  cfd_gpu_algorithm alg;
+  int n;
+  cfd_chain chain;     // the model, device pointers
+  double* jinv;        // n x 36: J_i^-1 (CFA)
+  double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
+  double* sigma;       // n: S_i^T S_i (CFA)
+  int capacity;        // instances the scratch below holds (one launch chunk)
+  int staged;          // instances the host-staging vectors hold
+  double *q, *qd, *tau, *extra, *qacc;  // [B][n] staging for host arrays
+  double* bias;        // [B][n] bias torques from the ID
+  double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
+  double** ptrs;       // cuSOLVER batched pointer arrays (2 * capacity)
+  int* info;           // cuSOLVER info (capacity) and the kernels' error flag (info[capacity])
+  double* solver_work;
+  int solver_lwork;
+  cusolverDnHandle_t solver;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  float last_ms;
+};
+
+// Scratch doubles one instance needs for algorithm alg on n links.
+size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n);
+
+// Each algorithm's launches for B instances in the context's buffers (q, qd, tau, extra may be
+// the caller's device arrays). They enqueue work on g->stream and return a CUDA error code.
+cudaError_t cfd_gpu_launch_id_bias(cfd_gpu* g, int B, const double* q, const double* qd,
+                                   double* bias, double* work, long work_stride);
+cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
+                                const double* tau, const double* extra, double* qacc);
+cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
+                               const double* tau, const double* extra, double* qacc);
+// JSIIA also uses cuSOLVER; returns 0 or a message-worthy failure in *what.
+int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+                         const double* extra, double* qacc, const char** what);
+
+// ID scratch layout per instance (doubles): local poses 12n, world poses 12n, world screws 6n,
+// velocities 6n, accelerations 6n.
+#define CFD_ID_WORK(n) ((size_t)(n) * 42)
+#define CFD_ABA_LINK_DOUBLES_GPU 32  // = CFD_ABA_LINK_DOUBLES (aba_core.h)
+
+static inline int cfd_pow2_threads(int n, int maxt) {
+  int t = 32;
+  while (t < n && t < maxt) t *= 2;
+  return t;
+}
+
+#endif  // CHAINFD_GPU_INTERNAL_H

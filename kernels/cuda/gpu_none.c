@@ -1,0 +1,24 @@
+// The batched GPU API in a build without CUDA: every entry point says so.
+#include <stdio.h>
+
+#include "chainfd_batch.h"
+
+int cfd_gpu_device_count(void) { return 0; }
+int cfd_gpu_device_name(int device, char* buf, int size) { return 1; }
+const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
+  return alg == CFD_GPU_ABIA ? "cuda.abia" : alg == CFD_GPU_JSIIA ? "cuda.jsiia" : "cuda.cfa";
+}
+int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
+                   int err_size) {
+  *out = NULL;
+  snprintf(err, err_size, "%s: chainfd was built without CUDA (nvcc was not found)",
+           cfd_gpu_algorithm_name(alg));
+  return 1;
+}
+void cfd_gpu_free(cfd_gpu* g) {}
+int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+               const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size) {
+  snprintf(err, err_size, "chainfd was built without CUDA");
+  return 1;
+}
+double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return 0; }

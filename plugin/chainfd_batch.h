@@ -1,0 +1,51 @@
+// chainfd_batch.h: batched forward dynamics on a GPU. One chain model, B states in, B qacc out.
+//
+//   cfd_gpu* g;
+//   if (cfd_gpu_create(&chain, device, CFD_GPU_CFA, &g, err, sizeof err)) { ...err... }
+//   cfd_gpu_fd(g, B, q, qd, tau, NULL, qacc, CFD_HOST, err, sizeof err);
+//   cfd_gpu_free(g);
+//
+// Arrays are instance-major, [B][n] (state b's vector at b * n), in host memory (CFD_HOST) or in
+// device memory of the context's device (CFD_DEVICE). Device buffers are allocated once and
+// reused; they grow only when a larger B arrives. Every CUDA failure (no GPU, bad device index,
+// out of memory for a huge B, a kernel fault) comes back as a non-zero return and a message; none
+// of them exits or crashes, and qacc is written only on success.
+#ifndef CHAINFD_BATCH_H
+#define CHAINFD_BATCH_H
+
+#include "chain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CFD_GPU_ABIA = 0, CFD_GPU_JSIIA = 1, CFD_GPU_CFA = 2 } cfd_gpu_algorithm;
+typedef enum { CFD_HOST = 0, CFD_DEVICE = 1 } cfd_memory;
+
+typedef struct cfd_gpu cfd_gpu;
+
+// Number of usable CUDA devices (0 when there is none, no driver, or no CUDA in this build).
+int cfd_gpu_device_count(void);
+// A one-line description of device i (name, compute capability, memory) into buf.
+int cfd_gpu_device_name(int device, char* buf, int size);
+
+// Uploads chain c to device `device` for one algorithm. The chain is copied; c may be freed.
+int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
+                   int err_size);
+void cfd_gpu_free(cfd_gpu* g);
+
+// qacc = (M + diag(extra_diag))^-1 (tau - bias) for B states; extra_diag may be NULL.
+int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+               const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size);
+
+// Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
+// (transfers excluded).
+double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
+
+const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_BATCH_H

@@ -1,0 +1,60 @@
+// chain_gen: procedural serial-chain models built with mjSpec, plus a loader
+// that accepts either an MJCF path or a "chain:..." spec string.
+//
+// mjSpec is used instead of generated XML because nested <body> elements hit
+// the XML parser's depth limit long before n = 10000.
+
+#ifndef CHAINFD_SCENES_CHAIN_GEN_H_
+#define CHAINFD_SCENES_CHAIN_GEN_H_
+
+#include <mujoco/mujoco.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CFD_CHAIN_MAX_LINKS 20000
+
+typedef struct cfd_chain_gen {
+  int n;                  // links (1 .. 20000)
+  unsigned seed;          // random stream for the randomised properties
+  int randomize;          // 0: regular chain (hinges alternating y/x axes, equal 0.1 m capsule
+                          //    links of mass 0.1 kg); 1: random axes (aligned, slightly skewed
+                          //    and fully random unit vectors), 3-D link offsets (body_pos),
+                          //    joint anchors (jnt_pos != 0), masses (0.05..2), full inertia
+                          //    tensors (fullinertia), random body_quat
+  double slide_fraction;  // fraction of joints that are slide joints (0 = all hinges), by seed
+  double damping;         // joint damping (linear coefficient); x[0.5,1.5] when randomize
+  double armature;        // joint armature; x[0.5,1.5] when randomize
+  double stiffness;       // joint spring stiffness; springref in [-0.5,0.5] when randomize
+  int actuators;          // 0: none; 1: one per joint cycling motor, position (kp),
+                          //    velocity (kv), general with affine gain+bias, all without
+                          //    activation; 2: as 1 plus general actuators with activation
+                          //    dynamics (dyntype filter and integrator)
+  int gravity;            // 1: gravity (0 0 -9.81); 0: gravity off
+  double timestep;        // 0: MuJoCo default
+  int multi_joint;        // 1: every 5th body (index % 5 == 4) carries two joints about
+                          //    different axes; still a serial chain
+} cfd_chain_gen;
+
+// Regular chain of n links, gravity on, no damping/armature/springs/actuators.
+void cfd_chain_gen_defaults(cfd_chain_gen* g, int n);
+
+// Parse "chain:N" or "chain:N,key=value,..." with keys seed, random, slide, damping,
+// armature, stiffness, actuators, gravity, timestep, multijoint.
+// Returns 0 on success, nonzero with a message in err (err may be NULL).
+int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_size);
+
+// Build and compile the chain. Returns NULL with a message in err on failure.
+// Names: bodies "link0".."link{n-1}", joints "j0".., actuators "a0"..
+mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size);
+
+// Load a model from an MJCF path, or generate it from a "chain:..." spec.
+// Returns NULL with a message in err on failure. Free with mj_deleteModel.
+mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_SCENES_CHAIN_GEN_H_

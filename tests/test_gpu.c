@@ -1,0 +1,128 @@
+// Every GPU back end against the CPU reference (cpu.abia, itself checked against MuJoCo) on the
+// scenes and on generated chains up to 4096 links, for batches of 1, 7 and 1000 states, with and
+// without the joint-diagonal term; and the GPU API's errors. Exit 77 (ctest: SKIPPED) with no GPU.
+#include <stdlib.h>
+
+#include "backend.h"
+#include "chain_gen.h"
+#include "chainfd_batch.h"
+#include "mj_chain.h"
+#include "mj_random.h"
+#include "test_util.h"
+
+typedef struct {
+  const char* model;
+  int batches[3];
+  double tol;
+} gpu_case;
+
+static const gpu_case cases[] = {
+    {CHAINFD_SCENES_DIR "/arm7.xml", {1, 7, 1000}, 1e-10},
+    {CHAINFD_SCENES_DIR "/double_pendulum.xml", {1, 7, 1000}, 1e-10},
+    {"chain:10,random=1,seed=31,armature=0.05", {1, 7, 1000}, 1e-10},
+    {"chain:33,random=1,seed=32,slide=0.3,armature=0.02", {1, 7, 1000}, 1e-10},
+    {"chain:200,random=1,seed=33,armature=0.01", {1, 7, 1000}, 1e-10},
+    {"chain:200,random=1,seed=34,slide=0.2", {1, 7, 0}, 1e-10},
+    {"chain:1024,random=1,seed=35,armature=0.01", {1, 7, 0}, 1e-9},
+    {"chain:4096,random=1,seed=36,armature=0.01", {1, 3, 0}, 1e-8},
+};
+
+static void fill_random(cfd_rng* r, double* x, int count, double lo, double hi) {
+  for (int k = 0; k < count; k++) x[k] = cfd_rng_uniform(r, lo, hi);
+}
+
+static void test_case(const gpu_case* tc) {
+  char err[1024];
+  mjModel* m = cfd_load_model(tc->model, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", tc->model, err);
+  if (!m) return;
+  cfd_chain c;
+  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", tc->model, err);
+  int n = c.n;
+  int Bmax = 0;
+  for (int k = 0; k < 3; k++) Bmax = tc->batches[k] > Bmax ? tc->batches[k] : Bmax;
+  size_t total = (size_t)Bmax * n;
+  double* q = malloc(sizeof(double) * total);
+  double* qd = malloc(sizeof(double) * total);
+  double* tau = malloc(sizeof(double) * total);
+  double* extra = malloc(sizeof(double) * total);
+  double* ref = malloc(sizeof(double) * total);
+  double* got = malloc(sizeof(double) * total);
+  double* work = malloc(sizeof(double) * cfd_abia_work_size(n));
+  cfd_rng r = {77};
+  fill_random(&r, q, (int)total, -3.14, 3.14);
+  fill_random(&r, qd, (int)total, -2, 2);
+  fill_random(&r, tau, (int)total, -1, 1);
+  fill_random(&r, extra, (int)total, 0, 0.1);
+  for (int with_extra = 0; with_extra < 2; with_extra++) {
+    const double* ex = with_extra ? extra : NULL;
+    for (size_t b = 0; b < (size_t)Bmax; b++)
+      cfd_fd_abia_cpu(&c, q + b * n, qd + b * n, tau + b * n, ex ? ex + b * n : NULL, ref + b * n, work);
+    for (int alg = 0; alg < 3; alg++) {
+      if (alg == CFD_GPU_JSIIA && n > 2048 && with_extra) continue;  // n^2 memory: once is enough
+      cfd_gpu* g;
+      if (cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err)) {
+        EXPECT(0, "%s %s: %s", tc->model, cfd_gpu_algorithm_name(alg), err);
+        continue;
+      }
+      for (int k = 0; k < 3; k++) {
+        int B = tc->batches[k];
+        if (!B) continue;
+        for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
+        int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+        EXPECT(st == 0, "%s %s B=%d: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
+        double e = rel_err_inf(got, ref, B * n);
+        for (int b = 0; b < B; b++) {  // per state, not diluted by the batch's largest entry
+          double eb = rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+          if (!(eb <= e)) e = eb;
+        }
+        printf("%-48s n=%-5d %-10s B=%-5d diag=%d max_rel_err=%.2e kernel=%.3f ms\n", tc->model, n,
+               cfd_gpu_algorithm_name(alg), B, with_extra, e, cfd_gpu_last_kernel_ms(g));
+        EXPECT(e <= tc->tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B,
+               e, tc->tol);
+      }
+      cfd_gpu_free(g);
+    }
+  }
+  free(q); free(qd); free(tau); free(extra); free(ref); free(got); free(work);
+  cfd_chain_free(&c);
+  mj_deleteModel(m);
+}
+
+static void test_errors(void) {
+  char err[1024];
+  mjModel* m = cfd_load_model(CHAINFD_SCENES_DIR "/arm7.xml", err, sizeof err);
+  cfd_chain c;
+  cfd_chain_from_model(m, &c, err, sizeof err);
+  cfd_gpu* g;
+  EXPECT(cfd_gpu_create(&c, 99, CFD_GPU_ABIA, &g, err, sizeof err) != 0 && g == NULL,
+         "device 99 must be refused");
+  EXPECT(strstr(err, "99") != NULL, "message names the device: %s", err);
+  printf("bad device: %s\n", err);
+  EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_CFA, &g, err, sizeof err) == 0, "%s", err);
+  // a batch far beyond device memory: an error, no crash, and the context still works after
+  double q[7] = {0}, qd[7] = {0}, tau[7] = {0}, qacc[7] = {5, 5, 5, 5, 5, 5, 5};
+  int st = cfd_gpu_fd(g, 2000000000 / 7 * 7 / 7, q, qd, tau, NULL, qacc, CFD_DEVICE, err, sizeof err);
+  EXPECT(st != 0, "a batch of 2e9/7 states on device pointers of 7 doubles must fail cleanly");
+  printf("huge batch: %s\n", err);
+  EXPECT(qacc[0] == 5, "qacc untouched on error");
+  st = cfd_gpu_fd(g, 1, q, qd, tau, NULL, qacc, CFD_HOST, err, sizeof err);
+  EXPECT(st == 0, "the context recovers after an out-of-memory error: %s", err);
+  cfd_gpu_free(g);
+  cfd_chain_free(&c);
+  mj_deleteModel(m);
+}
+
+int main(void) {
+  int devices = cfd_gpu_device_count();
+  if (devices == 0) {
+    printf("SKIPPED: no CUDA device\n");
+    return 77;
+  }
+  char name[256];
+  cfd_gpu_device_name(0, name, sizeof name);
+  printf("device 0: %s\n", name);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) test_case(&cases[i]);
+  test_errors();
+  TEST_EXIT();
+}

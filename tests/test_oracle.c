@@ -1,0 +1,94 @@
+// Every CPU back end against MuJoCo beyond what `chainfd check` covers: the mass matrix against
+// mj_fullM, the joint-diagonal term (h*damping) against (M + hD) qacc = qfrc_smooth solved with
+// MuJoCo's own M, gravity off, and the back ends against each other on random chains.
+#include <stdlib.h>
+
+#include "backend.h"
+#include "chain_gen.h"
+#include "mj_chain.h"
+#include "mj_random.h"
+#include "test_util.h"
+
+static const char* models[] = {
+    CHAINFD_SCENES_DIR "/arm7.xml",
+    CHAINFD_SCENES_DIR "/double_pendulum.xml",
+    CHAINFD_SCENES_DIR "/slide_hinge.xml",
+    "chain:30,random=1,seed=11,slide=0.3,damping=0.2,armature=0.05,stiffness=1,actuators=1",
+    "chain:64,random=1,seed=12,gravity=0,damping=0.1,actuators=2",
+    "chain:120,random=1,seed=13,slide=0.2,multijoint=1,armature=0.02",
+    "chain:200,random=1,seed=14,damping=0.05,armature=0.01,stiffness=0.5,actuators=1",
+};
+
+// Solves (A + diag) x = b with MuJoCo's dense Cholesky (A full n x n, overwritten).
+static void mj_dense_solve(double* A, const double* diag, const double* b, double* x, int n) {
+  for (int i = 0; i < n; i++) A[i * n + i] += diag[i];
+  mju_cholFactor(A, n, 0);
+  mju_cholSolve(x, A, b, n);
+}
+
+static void test_model(const char* spec) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "load %s: %s", spec, err);
+  if (!m) return;
+  m->opt.disableflags |= mjDSBL_CONSTRAINT;
+  int nv = m->nv;
+  mjData* d = mj_makeData(m);
+  cfd_chain c;
+  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", spec, err);
+  double* M = malloc(sizeof(double) * nv * nv);
+  double* Mmj = malloc(sizeof(double) * nv * nv);
+  double* work = malloc(sizeof(double) * cfd_jsiia_work_size(nv));
+  double* diag = malloc(sizeof(double) * nv);
+  double* ref = malloc(sizeof(double) * nv);
+  double* got = malloc(sizeof(double) * nv);
+  double* first = malloc(sizeof(double) * nv);
+  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0};
+  cfd_rng rng = {1234};
+  int states = nv > 100 ? 5 : 20;
+  for (int s = 0; s < states; s++) {
+    cfd_random_state(m, d, &rng, CFD_RANDOM_ALL);
+    mj_forward(m, d);
+    // mass matrix
+    mj_fullM(m, d, Mmj);
+    double* q = malloc(sizeof(double) * nv);
+    for (int i = 0; i < nv; i++) q[i] = d->qpos[c.qpos[i]] - c.qpos0[i];
+    cfd_mass_matrix_cpu(&c, q, M, work);
+    free(q);
+    double e = rel_err_inf(M, Mmj, nv * nv);
+    if (!(e <= worst_M)) worst_M = e;
+    // joint-diagonal term: h * damping, as implicit damping adds it
+    for (int i = 0; i < nv; i++) diag[i] = 0.002 * cfd_rng_uniform(&rng, 0, 50);
+    mj_dense_solve(Mmj, diag, d->qfrc_smooth, ref, nv);
+    for (int b = 0; b < cfd_backend_count(); b++) {
+      cfd_solver* sv = cfd_solver_create(m, cfd_backend_get(b)->name, err, sizeof err);
+      if (!sv) continue;  // refusals are tested elsewhere (multi-joint bodies and CFA)
+      int st = cfd_solver_qacc(sv, m, d, diag, got, err, sizeof err);
+      EXPECT(st == 0, "%s %s: %s", spec, cfd_backend_get(b)->name, err);
+      e = rel_err_inf(got, ref, nv);
+      if (!(e <= worst_diag[b])) worst_diag[b] = e;
+      if (b == 0) memcpy(first, got, sizeof(double) * nv);
+      e = rel_err_inf(got, first, nv);
+      if (!(e <= worst_cross[b])) worst_cross[b] = e;
+      cfd_solver_free(sv);
+    }
+  }
+  printf("%s\n  mass matrix vs mj_fullM: %.2e\n", spec, worst_M);
+  EXPECT(worst_M <= 1e-12, "%s: M vs mj_fullM %.3e", spec, worst_M);
+  for (int b = 0; b < cfd_backend_count(); b++) {
+    printf("  %-10s with h*damping vs MuJoCo's M: %.2e   vs %s: %.2e\n", cfd_backend_get(b)->name,
+           worst_diag[b], cfd_backend_get(0)->name, worst_cross[b]);
+    EXPECT(worst_diag[b] <= 1e-10, "%s %s: %.3e", spec, cfd_backend_get(b)->name, worst_diag[b]);
+    EXPECT(worst_cross[b] <= 1e-10, "%s %s vs %s: %.3e", spec, cfd_backend_get(b)->name,
+           cfd_backend_get(0)->name, worst_cross[b]);
+  }
+  cfd_chain_free(&c);
+  free(M); free(Mmj); free(work); free(diag); free(ref); free(got); free(first);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+}
+
+int main(void) {
+  for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) test_model(models[i]);
+  TEST_EXIT();
+}

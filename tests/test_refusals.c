@@ -1,0 +1,75 @@
+// Every refusal names the element and says why; bad states are refused and leave outputs untouched.
+#include <stdlib.h>
+
+#include "backend.h"
+#include "mj_chain.h"
+#include "test_util.h"
+
+static mjModel* load(const char* name) {
+  char path[1024], err[1024];
+  snprintf(path, sizeof path, "%s/%s", CHAINFD_TEST_MODELS, name);
+  mjModel* m = mj_loadXML(path, NULL, err, sizeof err);
+  if (!m) fprintf(stderr, "cannot load %s: %s\n", path, err);
+  return m;
+}
+
+// The model must be refused by the adapter with a message containing every word of `words`.
+static void expect_refused(const char* file, const char* const* words) {
+  mjModel* m = load(file);
+  EXPECT(m != NULL, "%s must load in MuJoCo", file);
+  if (!m) return;
+  cfd_chain c;
+  char err[1024] = "";
+  int st = cfd_chain_from_model(m, &c, err, sizeof err);
+  EXPECT(st != 0, "%s must be refused", file);
+  EXPECT(c.n == 0 && c.screw == NULL, "%s: a refused chain is left empty", file);
+  for (const char* const* w = words; *w; w++)
+    EXPECT(strstr(err, *w) != NULL, "%s: message '%s' must name '%s'", file, err, *w);
+  printf("%-22s refused: %s\n", file, err);
+  mj_deleteModel(m);
+}
+
+int main(void) {
+  expect_refused("ball.xml", (const char*[]){"'shoulder'", "'b'", "ball", NULL});
+  expect_refused("free.xml", (const char*[]){"'root'", "'floating'", "free", NULL});
+  expect_refused("branch.xml", (const char*[]){"'right'", "'a'", "'left'", "serial chain", NULL});
+  expect_refused("two_chains.xml", (const char*[]){"'second'", "the world", "'first'", NULL});
+  expect_refused("tendon_armature.xml", (const char*[]){"'coupler'", "armature", NULL});
+  expect_refused("no_joints.xml", (const char*[]){"no joints", NULL});
+
+  // A body with two joints: exact for ABIA/JSIIA/fast (an inner massless link), refused by CFA.
+  mjModel* m = load("multi_joint.xml");
+  EXPECT(m != NULL, "multi_joint.xml loads");
+  if (m) {
+    char err[1024] = "";
+    cfd_solver* s = cfd_solver_create(m, "cpu.abia", err, sizeof err);
+    EXPECT(s != NULL, "cpu.abia accepts a body with two joints: %s", err);
+    cfd_solver_free(s);
+    s = cfd_solver_create(m, "cpu.cfa", err, sizeof err);
+    EXPECT(s == NULL, "cpu.cfa refuses a massless inner link");
+    EXPECT(strstr(err, "'wrist_pitch'") && strstr(err, "'wrist'"), "names joint and body: %s", err);
+    printf("%-22s cpu.cfa refused: %s\n", "multi_joint.xml", err);
+    s = cfd_solver_create(m, "cpu.nonsense", err, sizeof err);
+    EXPECT(s == NULL && strstr(err, "cpu.nonsense") && strstr(err, "cpu.fast"),
+           "unknown backend names itself and the choices: %s", err);
+
+    // NaN or Inf in the state: an error, and qacc untouched
+    s = cfd_solver_create(m, "cpu.fast", err, sizeof err);
+    mjData* d = mj_makeData(m);
+    mj_forward(m, d);
+    double qacc[3] = {7, 7, 7};
+    d->qvel[1] = NAN;
+    int st = cfd_solver_qacc(s, m, d, NULL, qacc, err, sizeof err);
+    EXPECT(st == CFD_ERR_NONFINITE, "NaN state refused (status %d)", st);
+    EXPECT(strstr(err, "NaN") != NULL, "message says NaN: %s", err);
+    EXPECT(qacc[0] == 7 && qacc[1] == 7 && qacc[2] == 7, "qacc untouched on error");
+    d->qvel[1] = 0;
+    d->qfrc_applied[2] = INFINITY;
+    st = cfd_solver_qacc(s, m, d, NULL, qacc, err, sizeof err);
+    EXPECT(st == CFD_ERR_NONFINITE, "Inf force refused (status %d)", st);
+    mj_deleteData(d);
+    cfd_solver_free(s);
+    mj_deleteModel(m);
+  }
+  TEST_EXIT();
+}

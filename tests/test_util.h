@@ -1,0 +1,39 @@
+// test_util.h: a minimal test harness (no dependencies): EXPECT records a failure and goes on.
+#ifndef CHAINFD_TEST_UTIL_H
+#define CHAINFD_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int test_failures = 0;
+
+#define EXPECT(cond, ...)                                                   \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      test_failures++;                                                      \
+      fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);    \
+      fprintf(stderr, __VA_ARGS__);                                         \
+      fprintf(stderr, "\n");                                                \
+    }                                                                       \
+  } while (0)
+
+#define TEST_EXIT()                                                         \
+  do {                                                                      \
+    if (test_failures) fprintf(stderr, "%d check(s) failed\n", test_failures); \
+    else printf("all checks passed\n");                                     \
+    return test_failures ? 1 : 0;                                           \
+  } while (0)
+
+// ||a - b||_inf / ||b||_inf (absolute when b is zero); NaN when either holds NaN
+static inline double rel_err_inf(const double* a, const double* b, int n) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) {
+    double e = fabs(a[i] - b[i]);
+    if (!(e <= num)) num = e;
+    if (fabs(b[i]) > den) den = fabs(b[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
+#endif
