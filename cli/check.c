@@ -132,13 +132,24 @@ int cfd_cmd_check(int argc, char** argv) {
   double* tau_mj = malloc(sizeof(double) * nv);
   double* tau_id = malloc(sizeof(double) * nv);
   double* id_work = malloc(sizeof(double) * cfd_id_work_size(nv));
-  double worst[16] = {0}, worst_id = 0;
+  double* hp = malloc(sizeof(double) * nv);  // the high-precision reference
+  double worst[16] = {0}, worst_ref[16] = {0}, worst_id = 0, worst_mj = 0;
   int bad_status[16] = {0};
   cfd_rng rng = {seed};
   for (int s = 0; s < states; s++) {
     cfd_random_state(m, d, &rng, CFD_RANDOM_ALL);
     mj_forward(m, d);
     memcpy(ref, d->qacc, sizeof(double) * nv);
+    {
+      const double *q, *qd, *tau;
+      cfd_solver_gather(solvers[0], m, d, &q, &qd, &tau);
+      if (cfd_fd_reference(cfd_solver_chain(solvers[0]), q, qd, tau, NULL, hp)) {
+        printf("reference error: singular system\n");
+        worst_mj = INFINITY;
+      }
+      double e = rel_err(ref, hp, nv);
+      if (!(e <= worst_mj)) worst_mj = e;
+    }
     for (int b = 0; b < nb; b++) {
       if (cfd_solver_qacc(solvers[b], m, d, NULL, got, err, sizeof err)) {
         if (!bad_status[b]) printf("%s error: %s\n", cfd_solver_backend(solvers[b])->name, err);
@@ -148,6 +159,8 @@ int cfd_cmd_check(int argc, char** argv) {
       }
       double e = rel_err(got, ref, nv);
       if (!(e <= worst[b])) worst[b] = e;
+      e = rel_err(got, hp, nv);
+      if (!(e <= worst_ref[b])) worst_ref[b] = e;
     }
     // inverse dynamics against mj_rne at a random acceleration
     for (int i = 0; i < nv; i++) qacc_in[i] = cfd_rng_uniform(&rng, -5, 5);
@@ -159,16 +172,22 @@ int cfd_cmd_check(int argc, char** argv) {
     double e = rel_err(tau_id, tau_mj, nv);
     if (!(e <= worst_id)) worst_id = e;
   }
+  // A back end passes when it matches MuJoCo within tol, or, where MuJoCo's own rounding error
+  // (against the high-precision reference) exceeds tol, when it is within tol of the reference and
+  // no further from MuJoCo than MuJoCo is from the reference.
   for (int b = 0; b < nb; b++) {
-    printf("%s max_rel_err=%.3e states=%d\n", cfd_solver_backend(solvers[b])->name, worst[b], states);
-    if (!(worst[b] <= tol)) failed = 1;
+    int pass = worst[b] <= tol || (worst_ref[b] <= tol && worst[b] <= 1.1 * worst_mj + tol);
+    printf("%s max_rel_err=%.3e states=%d ref_err=%.3e%s\n", cfd_solver_backend(solvers[b])->name,
+           worst[b], states, worst_ref[b], pass ? "" : "  FAIL");
+    if (!pass) failed = 1;
   }
+  printf("mujoco ref_err=%.3e (mj_forward against the high-precision reference)\n", worst_mj);
   printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
   if (!(worst_id <= tol)) failed = 1;
   if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);
 
   for (int b = 0; b < nb; b++) cfd_solver_free(solvers[b]);
-  free(ref); free(got); free(qacc_in); free(tau_mj); free(tau_id); free(id_work);
+  free(hp); free(ref); free(got); free(qacc_in); free(tau_mj); free(tau_id); free(id_work);
   mj_deleteData(d);
   mj_deleteModel(m);
   return failed;

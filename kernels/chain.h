@@ -73,7 +73,9 @@ size_t cfd_abia_work_size(int n);
 int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work);
 
-// CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system.
+// CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
+// followed by cfd_cfa_refine_steps (default 1) steps of iterative refinement (see cfa_cpu.c).
+extern int cfd_cfa_refine_steps;
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);
@@ -83,6 +85,11 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
 size_t cfd_fast_work_size(int n);
 int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work);
+
+// A high-precision reference qacc (mixed-precision iterative refinement with a long-double
+// residual): accurate to about 1e-15 relative even where M is ill-conditioned. For checks.
+int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                     const double* extra_diag, double* qacc);
 
 // 0 when every entry of x[0..n) is finite
 int cfd_check_finite(const double* x, int n);

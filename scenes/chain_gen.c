@@ -233,6 +233,14 @@ static int check_gen(const cfd_chain_gen* g, char* err, int err_size) {
     set_err(err, err_size, "chain: n = %d out of range 1..%d", g->n, CFD_CHAIN_MAX_LINKS);
     return 1;
   }
+  if (g->n > CFD_CHAIN_MAX_MJ_LINKS) {
+    // the compiler would run for minutes to hours (O(n^3)) and only then throw this
+    set_err(err, err_size,
+            "chain: n = %d exceeds %d, the deepest body tree MuJoCo %s compiles "
+            "(\"depth limit exceeded in signature computation\")",
+            g->n, CFD_CHAIN_MAX_MJ_LINKS, mj_versionString());
+    return 1;
+  }
   if (!(g->slide_fraction >= 0 && g->slide_fraction <= 1)) {
     set_err(err, err_size, "chain: slide_fraction must be in [0,1]");
     return 1;

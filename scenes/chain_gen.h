@@ -1,8 +1,11 @@
 // chain_gen: procedural serial-chain models built with mjSpec, plus a loader
 // that accepts either an MJCF path or a "chain:..." spec string.
 //
-// mjSpec is used instead of generated XML because nested <body> elements hit
-// the XML parser's depth limit long before n = 10000.
+// Built with mjSpec rather than generated XML text. Note that MuJoCo 4.0.0's compiler itself
+// caps body-tree depth (mjCModel::PrintTree throws "depth limit exceeded in signature
+// computation" at depth 1024, world = 0), for XML and mjSpec alike, so a serial chain that
+// MuJoCo can compile has at most CFD_CHAIN_MAX_MJ_LINKS links; and its compile time grows
+// like n^3 (mj_setConst solves with the dense chain mass matrix per body): ~3.5 s at n = 1000.
 
 #ifndef CHAINFD_SCENES_CHAIN_GEN_H_
 #define CHAINFD_SCENES_CHAIN_GEN_H_
@@ -13,7 +16,8 @@
 extern "C" {
 #endif
 
-#define CFD_CHAIN_MAX_LINKS 20000
+#define CFD_CHAIN_MAX_LINKS 20000    // accepted by the parser
+#define CFD_CHAIN_MAX_MJ_LINKS 1023  // compilable by MuJoCo 4.0.0 (see above)
 
 typedef struct cfd_chain_gen {
   int n;                  // links (1 .. 20000)
@@ -45,7 +49,8 @@ void cfd_chain_gen_defaults(cfd_chain_gen* g, int n);
 // Returns 0 on success, nonzero with a message in err (err may be NULL).
 int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_size);
 
-// Build and compile the chain. Returns NULL with a message in err on failure.
+// Build and compile the chain. Returns NULL with a message in err on failure, at once for
+// n > CFD_CHAIN_MAX_MJ_LINKS rather than after the long compile that would fail anyway.
 // Names: bodies "link0".."link{n-1}", joints "j0".., actuators "a0"..
 mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size);
 

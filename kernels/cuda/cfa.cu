@@ -86,28 +86,52 @@ __global__ void cfa_solve_kernel(int n, int flip, double* work, long stride, int
 }
 
 __global__ void cfa_qdd_kernel(int n, int flip, const double* __restrict__ sigma, double* work,
-                               long stride, double* qacc) {
+                               long stride, double* qacc, int add) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  qacc[(long)b * n + i] = cfd_cfa_qdd(i, n, v.frow, flip ? v.R2 : v.R, sigma[i]);
+  double x = cfd_cfa_qdd(i, n, v.frow, flip ? v.R2 : v.R, sigma[i]);
+  if (add) qacc[(long)b * n + i] += x;
+  else qacc[(long)b * n + i] = x;
+}
+
+// tau_d of the refinement step: the residual, from the [B][n] array into each instance's view
+__global__ void cfa_taud_kernel(int n, const double* __restrict__ r, double* work, long stride) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  if (i >= n) return;
+  cfa_views_of(work + (long)b * stride, n).taud[i] = r[(long)b * n + i];
+}
+
+// steps 3-5 of cpu/cfa_cpu.c for the tau_d in the views; writes or adds qdd
+static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int add) {
+  int n = g->n;
+  int* error = g->info + g->capacity;
+  dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
+  cfa_system_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
+  int flip = 0;
+  for (int s = 1; s < n; s *= 2, flip ^= 1)
+    cfa_oee_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, s, flip, g->work, stride, error);
+  cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->work, stride, error);
+  cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc, add);
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc) {
   int n = g->n;
   long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_CFA, n);
-  int* error = g->info + g->capacity;
-  cudaError_t e = cfd_gpu_launch_id_bias(g, B, q, qd, g->bias, g->work, stride);
+  cudaError_t e = cfd_gpu_launch_id(g, B, q, qd, NULL, g->bias, g->work, stride);
   if (e) return e;
   dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
   cfa_blocks_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(g->chain, g->jinv, g->basis, tau, extra,
                                                          g->bias, g->work, stride);
-  cfa_system_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
-  int flip = 0;
-  for (int s = 1; s < n; s *= 2, flip ^= 1)
-    cfa_oee_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, s, flip, g->work, stride, error);
-  cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->work, stride, error);
-  cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc);
+  cfa_solve(g, B, stride, qacc, 0);
+  for (int step = 0; step < cfd_cfa_refine_steps; step++) {  // step 6 of cpu/cfa_cpu.c
+    e = cfd_gpu_launch_id(g, B, q, qd, qacc, g->bias, g->work, stride);
+    if (e) return e;
+    e = cfd_gpu_launch_residual(g, B, tau, extra, g->bias, qacc, g->resid);
+    if (e) return e;
+    cfa_taud_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->resid, g->work, stride);
+    cfa_solve(g, B, stride, qacc, 1);
+  }
   return cudaGetLastError();
 }

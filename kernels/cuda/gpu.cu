@@ -43,6 +43,23 @@ int cfd_gpu_device_name(int device, char* buf, int size) {
   return 0;
 }
 
+__global__ void residual_kernel(cfd_chain c, int B, const double* __restrict__ tau,
+                                const double* __restrict__ extra, const double* __restrict__ id,
+                                const double* __restrict__ qacc, double* __restrict__ r) {
+  long k = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (long)B * c.n) return;
+  int i = (int)(k % c.n);
+  r[k] = tau[k] - id[k] - (c.armature[i] + (extra ? extra[k] : 0)) * qacc[k];
+}
+
+cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const double* extra,
+                                    const double* id, const double* qacc, double* r) {
+  long total = (long)B * g->n;
+  residual_kernel<<<(unsigned)((total + 255) / 256), 256, 0, g->stream>>>(g->chain, B, tau, extra, id,
+                                                                           qacc, r);
+  return cudaGetLastError();
+}
+
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
     case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_GPU;
@@ -54,8 +71,8 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
 
 static void free_batch_buffers(cfd_gpu* g) {
   cudaFree(g->q); cudaFree(g->qd); cudaFree(g->tau); cudaFree(g->extra); cudaFree(g->qacc);
-  cudaFree(g->bias); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
-  g->q = g->qd = g->tau = g->extra = g->qacc = g->bias = g->work = NULL;
+  cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
+  g->q = g->qd = g->tau = g->extra = g->qacc = g->bias = g->resid = g->work = NULL;
   g->ptrs = NULL;
   g->info = NULL;
   g->capacity = 0;
@@ -200,9 +217,10 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
     if (!e) e = cudaMalloc(&g->qacc, vec);
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
+  if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * cap);
   if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 2 * (size_t)cap);
-  if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 1));
+  if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 2));
   if (e) {
     free_batch_buffers(g);
     cudaGetLastError();

@@ -20,7 +20,8 @@ struct cfd_gpu {
   int capacity;        // instances the scratch below holds (one launch chunk)
   int staged;          // instances the host-staging vectors hold
   double *q, *qd, *tau, *extra, *qacc;  // [B][n] staging for host arrays
-  double* bias;        // [B][n] bias torques from the ID
+  double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
+  double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
   double** ptrs;       // cuSOLVER batched pointer arrays (2 * capacity)
   int* info;           // cuSOLVER info (capacity) and the kernels' error flag (info[capacity])
@@ -37,8 +38,13 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n);
 
 // Each algorithm's launches for B instances in the context's buffers (q, qd, tau, extra may be
 // the caller's device arrays). They enqueue work on g->stream and return a CUDA error code.
-cudaError_t cfd_gpu_launch_id_bias(cfd_gpu* g, int B, const double* q, const double* qd,
-                                   double* bias, double* work, long work_stride);
+// Inverse dynamics tau = M qdd + bias (qdd NULL: the bias), [B][n]; work: ID scratch per instance.
+cudaError_t cfd_gpu_launch_id(cfd_gpu* g, int B, const double* q, const double* qd,
+                              const double* qdd, double* tau, double* work, long work_stride);
+
+// r = tau - id - (armature + extra) qacc, [B][n]: the residual of one refinement step
+cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const double* extra,
+                                    const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,

@@ -3,9 +3,9 @@
 //   T_i  = T_{i-1} f_{i-1,i}(q_i)              a scan under SE(3) composition
 //   S^w_i = Ad_{T_i} S_i
 //   V_i  = sum_{k<=i} S^w_k qd_k                a prefix sum
-//   a_i  = -g + sum_{k<=i} ad_{V_k} S^w_k qd_k  a prefix sum (qdd = 0: the bias)
+//   a_i  = -g + sum_{k<=i} (ad_{V_k} S^w_k qd_k + S^w_k qdd_k)   a prefix sum (qdd = 0: the bias)
 //   F_i  = sum_{k>=i} (J^w_k a_k - ad*_{V_k} J^w_k V_k)   a suffix sum
-//   bias_i = S^w_i^T F_i
+//   tau_i = S^w_i^T F_i
 // Each thread owns a run of consecutive links: it reduces its run serially, the block scans the
 // runs' totals in shared memory (Hillis-Steele), and each thread then sweeps its run again.
 #include "cfd_math.h"
@@ -14,8 +14,8 @@
 
 #define ID_MAX_THREADS 256
 
-__global__ void id_bias_kernel(cfd_chain c, const double* __restrict__ q,
-                               const double* __restrict__ qd, double* __restrict__ bias,
+__global__ void id_kernel(cfd_chain c, const double* __restrict__ q, const double* __restrict__ qd,
+                          const double* __restrict__ qdd, double* __restrict__ tau_out,
                                double* __restrict__ work, long work_stride) {
   extern __shared__ double sh[];
   int n = c.n, b = blockIdx.x, t = threadIdx.x, T = blockDim.x;
@@ -84,6 +84,8 @@ __global__ void id_bias_kernel(cfd_chain c, const double* __restrict__ q,
       V[6 * i + k] = Vr[k];
     }
     cfd_ad(Vr, sq, ca);
+    if (qdd)
+      for (int k = 0; k < 6; k++) ca[k] += Sw[6 * i + k] * qdd[(long)b * n + i];
     for (int k = 0; k < 6; k++) {
       A[6 * i + k] = ca[k];
       asum[k] += ca[k];
@@ -127,14 +129,14 @@ __global__ void id_bias_kernel(cfd_chain c, const double* __restrict__ q,
   for (int k = 0; k < 6; k++) Fr[k] = t + 1 < T ? sh[6 * (t + 1) + k] : 0;
   for (int i = i1 - 1; i >= i0; i--) {
     for (int k = 0; k < 6; k++) Fr[k] += A[6 * i + k];
-    bias[(long)b * n + i] = cfd_dot6(Sw + 6 * i, Fr);
+    tau_out[(long)b * n + i] = cfd_dot6(Sw + 6 * i, Fr);
   }
 }
 
-cudaError_t cfd_gpu_launch_id_bias(cfd_gpu* g, int B, const double* q, const double* qd,
-                                   double* bias, double* work, long work_stride) {
+cudaError_t cfd_gpu_launch_id(cfd_gpu* g, int B, const double* q, const double* qd,
+                              const double* qdd, double* tau, double* work, long work_stride) {
   int T = cfd_pow2_threads(g->n, ID_MAX_THREADS);
   size_t shmem = sizeof(double) * 12 * T;
-  id_bias_kernel<<<B, T, shmem, g->stream>>>(g->chain, q, qd, bias, work, work_stride);
+  id_kernel<<<B, T, shmem, g->stream>>>(g->chain, q, qd, qdd, tau, work, work_stride);
   return cudaGetLastError();
 }

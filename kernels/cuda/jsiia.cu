@@ -58,19 +58,26 @@ __global__ void jsiia_m_kernel(cfd_chain c, int B, const double* __restrict__ ta
   }
 }
 
+// factor (first pass) or reuse the factor (refinement), solve, write or add qacc
 __global__ void jsiia_small_solve_kernel(int n, int B, double* work, long stride, double* qacc,
-                                         int* error) {
+                                         int refine, int* error) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   double* w = work + (long)b * stride;
   double* M = w + JS_OFF_M(n);
   double* x = w + JS_OFF_RHS(n);
-  if (cfd_chol_factor(M, n, n)) {
+  if (!refine && cfd_chol_factor(M, n, n)) {
     atomicExch(error, CFD_ERR_SINGULAR);
     return;
   }
   cfd_chol_solve(M, n, n, x, 1, 1);
-  for (int i = 0; i < n; i++) qacc[(long)b * n + i] = x[i];
+  for (int i = 0; i < n; i++) qacc[(long)b * n + i] = (refine ? qacc[(long)b * n + i] : 0) + x[i];
+}
+
+// the refinement residual into each instance's right-hand side slot
+__global__ void jsiia_rhs_kernel(int n, int B, const double* __restrict__ r, double* work, long stride) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  if (i < n && b < B) work[(long)b * stride + JS_OFF_RHS(n) + i] = r[(long)b * n + i];
 }
 
 __global__ void jsiia_pointers_kernel(int n, int B, double* work, long stride, double** ptrs) {
@@ -80,25 +87,22 @@ __global__ void jsiia_pointers_kernel(int n, int B, double* work, long stride, d
   ptrs[B + b] = work + (long)b * stride + JS_OFF_RHS(n);
 }
 
-__global__ void jsiia_gather_kernel(int n, int B, const double* work, long stride, double* qacc) {
+__global__ void jsiia_gather_kernel(int n, int B, const double* work, long stride, double* qacc,
+                                    int add) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i < n && b < B) qacc[(long)b * n + i] = work[(long)b * stride + JS_OFF_RHS(n) + i];
+  if (i >= n || b >= B) return;
+  double x = work[(long)b * stride + JS_OFF_RHS(n) + i];
+  qacc[(long)b * n + i] = (add ? qacc[(long)b * n + i] : 0) + x;
 }
 
-int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
-                         const double* extra, double* qacc, const char** what) {
+// One solve with the factor in M (factor = 1: form it first); writes or (refine) adds qacc.
+static int jsiia_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine, const char** what) {
   int n = g->n;
-  long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_JSIIA, n);
   int* error = g->info + g->capacity;
-  *what = "kernel launch";
-  if (cfd_gpu_launch_id_bias(g, B, q, qd, g->bias, g->work, stride)) return 1;
-  int T = cfd_pow2_threads(n, IC_MAX_THREADS);
-  jsiia_ic_kernel<<<B, T, sizeof(double) * 36 * T, g->stream>>>(g->chain, g->work, stride);
-  dim3 mblock(16, 16), mgrid((n + 15) / 16, (n + 15) / 16, B < 65535 ? B : 65535);
-  jsiia_m_kernel<<<mgrid, mblock, 0, g->stream>>>(g->chain, B, tau, extra, g->bias, g->work, stride);
-  if (cudaGetLastError()) return 1;
   if (n <= JSIIA_SMALL_N) {
-    jsiia_small_solve_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(n, B, g->work, stride, qacc, error);
+    jsiia_small_solve_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(n, B, g->work, stride, qacc,
+                                                                     refine, error);
+    *what = "kernel launch";
     return cudaGetLastError() != cudaSuccess;
   }
   cusolverStatus_t st;
@@ -106,24 +110,48 @@ int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, c
     double* M = g->work + JS_OFF_M(n);
     double* x = g->work + JS_OFF_RHS(n);
     *what = "cusolverDnDpotrf";
-    st = cusolverDnDpotrf(g->solver, CUBLAS_FILL_MODE_LOWER, n, M, n, g->solver_work,
-                          g->solver_lwork, g->info);
-    if (st != CUSOLVER_STATUS_SUCCESS) return 1;
+    if (!refine) {
+      st = cusolverDnDpotrf(g->solver, CUBLAS_FILL_MODE_LOWER, n, M, n, g->solver_work,
+                            g->solver_lwork, g->info);
+      if (st != CUSOLVER_STATUS_SUCCESS) return 1;
+    }
     *what = "cusolverDnDpotrs";
-    st = cusolverDnDpotrs(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, M, n, x, n, g->info);
+    st = cusolverDnDpotrs(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, M, n, x, n, error + 1);
     if (st != CUSOLVER_STATUS_SUCCESS) return 1;
   } else {
-    jsiia_pointers_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(n, B, g->work, stride, g->ptrs);
-    *what = "cusolverDnDpotrfBatched";
-    st = cusolverDnDpotrfBatched(g->solver, CUBLAS_FILL_MODE_LOWER, n, g->ptrs, n, g->info, B);
-    if (st != CUSOLVER_STATUS_SUCCESS) return 1;
+    if (!refine) {
+      jsiia_pointers_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(n, B, g->work, stride, g->ptrs);
+      *what = "cusolverDnDpotrfBatched";
+      st = cusolverDnDpotrfBatched(g->solver, CUBLAS_FILL_MODE_LOWER, n, g->ptrs, n, g->info, B);
+      if (st != CUSOLVER_STATUS_SUCCESS) return 1;
+    }
     *what = "cusolverDnDpotrsBatched";
     st = cusolverDnDpotrsBatched(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, g->ptrs, n, g->ptrs + B, n,
-                                 g->info, B);
+                                 error + 1, B);
     if (st != CUSOLVER_STATUS_SUCCESS) return 1;
   }
   dim3 ggrid((n + 127) / 128, B);
-  jsiia_gather_kernel<<<ggrid, 128, 0, g->stream>>>(n, B, g->work, stride, qacc);
+  jsiia_gather_kernel<<<ggrid, 128, 0, g->stream>>>(n, B, g->work, stride, qacc, refine);
   *what = "kernel launch";
   return cudaGetLastError() != cudaSuccess;
+}
+
+int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+                         const double* extra, double* qacc, const char** what) {
+  int n = g->n;
+  long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_JSIIA, n);
+  *what = "kernel launch";
+  if (cfd_gpu_launch_id(g, B, q, qd, NULL, g->bias, g->work, stride)) return 1;
+  int T = cfd_pow2_threads(n, IC_MAX_THREADS);
+  jsiia_ic_kernel<<<B, T, sizeof(double) * 36 * T, g->stream>>>(g->chain, g->work, stride);
+  dim3 mblock(16, 16), mgrid((n + 15) / 16, (n + 15) / 16, B < 65535 ? B : 65535);
+  jsiia_m_kernel<<<mgrid, mblock, 0, g->stream>>>(g->chain, B, tau, extra, g->bias, g->work, stride);
+  if (cudaGetLastError()) return 1;
+  if (jsiia_solve(g, B, stride, qacc, 0, what)) return 1;
+  // one step of iterative refinement against the inverse dynamics, as cpu/jsiia_cpu.c
+  if (cfd_gpu_launch_id(g, B, q, qd, qacc, g->bias, g->work, stride)) return 1;
+  if (cfd_gpu_launch_residual(g, B, tau, extra, g->bias, qacc, g->resid)) return 1;
+  dim3 rgrid((n + 127) / 128, B);
+  jsiia_rhs_kernel<<<rgrid, 128, 0, g->stream>>>(n, B, g->resid, g->work, stride);
+  return jsiia_solve(g, B, stride, qacc, 1, what);
 }

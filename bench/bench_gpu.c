@@ -1,0 +1,357 @@
+// chainfd-bench-gpu: the GPU back ends beside MuJoCo, in one run, on one machine.
+//
+//   fig2: one chain, n = 8 ... 16384 links: time of one forward dynamics for each GPU back end
+//         (states resident on the device), the fast CPU path, and mj_forward on one core
+//         (paper 000 Fig. 2)
+//   fig3: B independent problems, B = 1 ... 65536, for 10 and 200 links: time per batch for each
+//         GPU back end and for mj_forward on one core and on all cores (one mjData per thread)
+//         (paper 000 Fig. 3)
+//   arm7: the 7-dof arm at B = 65536: forward dynamics per second, GPU vs MuJoCo on all cores
+//
+// Same model and states for everyone: P distinct random MuJoCo states (mj_forward makes them
+// current, the adapter turns them into q, qd, tau), repeated to fill a batch. Medians over
+// repetitions after warm-up. GPU times: wall time of cfd_gpu_fd on device-resident arrays (the
+// latency a caller sees, including the launch and the final synchronisation) and the kernel time
+// from CUDA events. Results go to --out DIR as bench_gpu.json.
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "chain_gen.h"
+#include "chainfd_batch.h"
+#include "mj_chain.h"
+#include "mj_random.h"
+
+#define POOL 64  // distinct states per model
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double* x, int n) {
+  qsort(x, n, sizeof(double), cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+typedef struct {
+  mjModel* m;
+  mjData* pool[POOL];
+  cfd_chain chain;
+  double *q, *qd, *tau;  // POOL x n, in link order
+  mjData* datas[256];    // one per host thread, for MuJoCo's all-core runs
+  int ndatas;
+} model_set;
+
+static int make_set(const char* spec, model_set* s, int threads) {
+  char err[1024];
+  memset(s, 0, sizeof(*s));
+  s->m = cfd_load_model(spec, err, sizeof err);
+  if (!s->m) { fprintf(stderr, "%s: %s\n", spec, err); return 1; }
+  s->m->opt.disableflags |= mjDSBL_CONSTRAINT;
+  if (cfd_chain_from_model(s->m, &s->chain, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+  int n = s->chain.n;
+  s->q = malloc(sizeof(double) * POOL * n);
+  s->qd = malloc(sizeof(double) * POOL * n);
+  s->tau = malloc(sizeof(double) * POOL * n);
+  double* xw = malloc(sizeof(double) * 6 * s->m->nbody);
+  cfd_rng r = {42};
+  for (int k = 0; k < POOL; k++) {
+    s->pool[k] = mj_makeData(s->m);
+    cfd_random_state(s->m, s->pool[k], &r, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+    mj_forward(s->m, s->pool[k]);
+    cfd_state_from_data(s->m, s->pool[k], &s->chain, s->q + k * n, s->qd + k * n, s->tau + k * n, xw);
+  }
+  free(xw);
+  s->ndatas = threads;
+  for (int t = 0; t < threads; t++) s->datas[t] = mj_makeData(s->m);
+  return 0;
+}
+
+static void free_set(model_set* s) {
+  for (int k = 0; k < POOL; k++) if (s->pool[k]) mj_deleteData(s->pool[k]);
+  for (int t = 0; t < s->ndatas; t++) mj_deleteData(s->datas[t]);
+  if (s->m) mj_deleteModel(s->m);
+  cfd_chain_free(&s->chain);
+  free(s->q); free(s->qd); free(s->tau);
+}
+
+// ---- MuJoCo: one core, and all cores with one mjData per thread ---------------------------------
+
+typedef struct {
+  const mjModel* m;
+  mjData* d;
+  const mjData* const* pool;
+  int count, first;
+} mj_job;
+
+static void* mj_worker(void* arg) {
+  mj_job* j = arg;
+  for (int k = 0; k < j->count; k++) {
+    const mjData* src = j->pool[(j->first + k) % POOL];
+    mju_copy(j->d->qpos, src->qpos, j->m->nq);
+    mju_copy(j->d->qvel, src->qvel, j->m->nv);
+    mju_copy(j->d->ctrl, src->ctrl, j->m->nu);
+    mj_forward(j->m, j->d);
+  }
+  return NULL;
+}
+
+// seconds for `count` mj_forward calls spread over `threads` threads (one mjData each)
+static double mj_time(model_set* s, int count, int threads) {
+  mjData** datas = s->datas;
+  pthread_t tid[256];
+  mj_job jobs[256];
+  double t0 = now();
+  int per = (count + threads - 1) / threads;
+  for (int t = 0; t < threads; t++) {
+    int first = t * per, c = count - first < per ? count - first : per;
+    jobs[t] = (mj_job){s->m, datas[t], (const mjData* const*)s->pool, c > 0 ? c : 0, first};
+    if (threads == 1) mj_worker(&jobs[t]);
+    else pthread_create(&tid[t], NULL, mj_worker, &jobs[t]);
+  }
+  if (threads > 1)
+    for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
+  return now() - t0;
+}
+
+// median seconds per mj_forward, over enough calls to take ~budget seconds
+static double mj_per_call(model_set* s, int threads, double budget) {
+  double t1 = mj_time(s, threads, threads);  // warm-up and a first estimate
+  int count = (int)(budget / (t1 > 1e-7 ? t1 : 1e-7) * threads);
+  if (count < threads) count = threads;
+  if (count > 200000) count = 200000;
+  double reps[5];
+  int nrep = t1 * count / threads > 0.5 ? 1 : 5;
+  for (int r = 0; r < nrep; r++) reps[r] = mj_time(s, count, threads) / count;
+  return median(reps, nrep);
+}
+
+// ---- GPU ------------------------------------------------------------------------------------------
+
+typedef struct {
+  double wall_us, kernel_us, err;
+  int ok;
+} gpu_meas;
+
+// times one GPU back end on B states (device-resident), checks qacc against cpu.fast
+static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budget) {
+  gpu_meas r = {0, 0, 0, 0};
+  int n = s->chain.n;
+  char err[1024];
+  cfd_gpu* g;
+  if (cfd_gpu_create(&s->chain, 0, alg, &g, err, sizeof err)) {
+    fprintf(stderr, "%s: %s\n", cfd_gpu_algorithm_name(alg), err);
+    return r;
+  }
+  size_t total = (size_t)B * n;
+  double* hq = malloc(sizeof(double) * total);
+  double* hqd = malloc(sizeof(double) * total);
+  double* htau = malloc(sizeof(double) * total);
+  double* hqacc = malloc(sizeof(double) * total);
+  for (size_t b = 0; b < (size_t)B; b++) {
+    memcpy(hq + b * n, s->q + (b % POOL) * n, sizeof(double) * n);
+    memcpy(hqd + b * n, s->qd + (b % POOL) * n, sizeof(double) * n);
+    memcpy(htau + b * n, s->tau + (b % POOL) * n, sizeof(double) * n);
+  }
+  double *dq, *dqd, *dtau, *dqacc;
+  if (cudaMalloc((void**)&dq, sizeof(double) * total) || cudaMalloc((void**)&dqd, sizeof(double) * total) ||
+      cudaMalloc((void**)&dtau, sizeof(double) * total) || cudaMalloc((void**)&dqacc, sizeof(double) * total)) {
+    fprintf(stderr, "%s B=%d: out of device memory for the benchmark arrays\n", cfd_gpu_algorithm_name(alg), B);
+    cfd_gpu_free(g);
+    free(hq); free(hqd); free(htau); free(hqacc);
+    return r;
+  }
+  cudaMemcpy(dq, hq, sizeof(double) * total, cudaMemcpyHostToDevice);
+  cudaMemcpy(dqd, hqd, sizeof(double) * total, cudaMemcpyHostToDevice);
+  cudaMemcpy(dtau, htau, sizeof(double) * total, cudaMemcpyHostToDevice);
+  if (cfd_gpu_fd(g, B, dq, dqd, dtau, NULL, dqacc, CFD_DEVICE, err, sizeof err)) {
+    fprintf(stderr, "%s B=%d: %s\n", cfd_gpu_algorithm_name(alg), B, err);
+  } else {
+    // correctness of what is timed: against the CPU fast path, on the pool's states
+    cudaMemcpy(hqacc, dqacc, sizeof(double) * total, cudaMemcpyDeviceToHost);
+    double* ref = malloc(sizeof(double) * n);
+    double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
+    int check = B < POOL ? B : POOL;
+    for (int b = 0; b < check; b++) {
+      cfd_fd_fast_cpu(&s->chain, s->q + b * n, s->qd + b * n, s->tau + b * n, NULL, ref, w);
+      double num = 0, den = 0;
+      for (int i = 0; i < n; i++) {
+        num = fmax(num, fabs(hqacc[(size_t)b * n + i] - ref[i]));
+        den = fmax(den, fabs(ref[i]));
+      }
+      r.err = fmax(r.err, num / den);
+    }
+    free(ref); free(w);
+    double walls[64], kernels[64];
+    double t0 = now();
+    cfd_gpu_fd(g, B, dq, dqd, dtau, NULL, dqacc, CFD_DEVICE, err, sizeof err);
+    double one = now() - t0;
+    int inner = (int)(budget / 8 / (one > 1e-6 ? one : 1e-6));
+    if (inner < 1) inner = 1;
+    if (inner > 2000) inner = 2000;
+    int nrep = 8;
+    for (int rep = 0; rep < nrep; rep++) {
+      double k = 0;
+      t0 = now();
+      for (int it = 0; it < inner; it++) {
+        cfd_gpu_fd(g, B, dq, dqd, dtau, NULL, dqacc, CFD_DEVICE, err, sizeof err);
+        k += cfd_gpu_last_kernel_ms(g);
+      }
+      walls[rep] = (now() - t0) / inner * 1e6;
+      kernels[rep] = k / inner * 1e3;
+    }
+    r.wall_us = median(walls, nrep);
+    r.kernel_us = median(kernels, nrep);
+    r.ok = 1;
+  }
+  cudaFree(dq); cudaFree(dqd); cudaFree(dtau); cudaFree(dqacc);
+  cfd_gpu_free(g);
+  free(hq); free(hqd); free(htau); free(hqacc);
+  return r;
+}
+
+static FILE* json;
+static int json_first = 1;
+
+static void emit(const char* fig, const char* model, int n, int B, const char* who, double us,
+                 double kernel_us, double err) {
+  fprintf(json, "%s    {\"fig\": \"%s\", \"model\": \"%s\", \"n\": %d, \"B\": %d, \"backend\": \"%s\", "
+          "\"us_per_batch\": %.6g, \"kernel_us\": %.6g, \"fd_per_s\": %.6g, \"max_rel_err\": %.3g}",
+          json_first ? "" : ",\n", fig, model, n, B, who, us, kernel_us, us > 0 ? B / (us * 1e-6) : 0,
+          err);
+  json_first = 0;
+  fflush(json);
+}
+
+static const cfd_gpu_algorithm algs[3] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA};
+
+static void fig2(int max_n, double budget) {
+  printf("\n== Fig. 2: one chain, time of one forward dynamics (us), B = 1 ==\n");
+  printf("%6s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
+         "cuda.jsiia", "cuda.cfa", "best GPU vs mj_forward");
+  for (int n = 8; n <= max_n; n *= 2) {
+    char spec[128];
+    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
+    model_set s;
+    if (make_set(spec, &s, 1)) continue;
+    double tmj = 0;
+    if (n <= 2048) {
+      tmj = mj_per_call(&s, 1, budget) * 1e6;
+      emit("fig2", spec, n, 1, "mujoco.1core", tmj, 0, 0);
+    }
+    // the fast CPU path on one core
+    double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
+    double* qa = malloc(sizeof(double) * n);
+    double t0 = now();
+    int calls = 0;
+    while (now() - t0 < budget / 4 || calls < 3) {
+      cfd_fd_fast_cpu(&s.chain, s.q + (calls % POOL) * n, s.qd + (calls % POOL) * n,
+                      s.tau + (calls % POOL) * n, NULL, qa, w);
+      calls++;
+    }
+    double tfast = (now() - t0) / calls * 1e6;
+    emit("fig2", spec, n, 1, "cpu.fast", tfast, 0, 0);
+    free(w); free(qa);
+    double best = INFINITY, tg[3] = {0, 0, 0};
+    for (int a = 0; a < 3; a++) {
+      if (algs[a] == CFD_GPU_JSIIA && n > 8192) continue;  // M alone is n^2 doubles
+      gpu_meas gm = gpu_time(&s, algs[a], 1, budget);
+      if (!gm.ok) continue;
+      tg[a] = gm.wall_us;
+      best = fmin(best, gm.wall_us);
+      emit("fig2", spec, n, 1, cfd_gpu_algorithm_name(algs[a]), gm.wall_us, gm.kernel_us, gm.err);
+    }
+    printf("%6d %12.2f %12.2f %12.2f %12.2f %12.2f   x%.1f\n", n, tmj, tfast, tg[0], tg[1], tg[2],
+           tmj > 0 ? tmj / best : 0);
+    fflush(stdout);
+    free_set(&s);
+  }
+}
+
+static void fig3(const char* fig, const char* spec, const char* label, int minB, int maxB,
+                 double budget, int cores) {
+  model_set s;
+  if (make_set(spec, &s, cores)) return;
+  int n = s.chain.n;
+  printf("\n== Fig. 3: %s (n = %d), B independent problems: time per batch (us) ==\n", label, n);
+  printf("%7s %13s %13s %12s %12s %12s   %s\n", "B", "mj 1 core", "mj all cores", "cuda.abia",
+         "cuda.jsiia", "cuda.cfa", "best GPU vs mj all cores");
+  // MuJoCo's per-state cost on one core, and with every core busy (one mjData per thread);
+  // a batch of B costs B times that (one state's latency when B is below the core count)
+  double t1 = mj_per_call(&s, 1, budget) * 1e6;
+  double tall = mj_per_call(&s, cores, budget) * 1e6;
+  for (int B = minB; B <= maxB; B *= 4) {
+    double mj1 = t1 * B, mjall = B < cores ? t1 : tall * B;
+    emit(fig, spec, n, B, "mujoco.1core", mj1, 0, 0);
+    emit(fig, spec, n, B, "mujoco.allcores", mjall, 0, 0);
+    double best = INFINITY, tg[3] = {0, 0, 0};
+    for (int a = 0; a < 3; a++) {
+      gpu_meas gm = gpu_time(&s, algs[a], B, budget);
+      if (!gm.ok) continue;
+      tg[a] = gm.wall_us;
+      best = fmin(best, gm.wall_us);
+      emit(fig, spec, n, B, cfd_gpu_algorithm_name(algs[a]), gm.wall_us, gm.kernel_us, gm.err);
+      if (gm.err > 1e-8) printf("  (%s: max_rel_err %.2e against cpu.fast)\n", cfd_gpu_algorithm_name(algs[a]), gm.err);
+    }
+    printf("%7d %13.1f %13.1f %12.1f %12.1f %12.1f   x%.1f  (best: %.3g FD/s)\n", B, mj1, mjall,
+           tg[0], tg[1], tg[2], mjall / best, B / (best * 1e-6));
+    fflush(stdout);
+  }
+  free_set(&s);
+}
+
+int main(int argc, char** argv) {
+  const char* out = ".";
+  int max_n = 16384, maxB = 65536;
+  double budget = 0.3;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
+    else {
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S]\n");
+      return 2;
+    }
+  }
+  if (cfd_gpu_device_count() == 0) {
+    fprintf(stderr, "chainfd-bench-gpu: no CUDA device\n");
+    return 1;
+  }
+  char dev[256], path[1024];
+  cfd_gpu_device_name(0, dev, sizeof dev);
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 256) cores = 256;
+  printf("device: %s\nhost cores: %d, MuJoCo %s\n", dev, cores, mj_versionString());
+  snprintf(path, sizeof path, "%s/bench_gpu.json", out);
+  json = fopen(path, "w");
+  if (!json) { perror(path); return 1; }
+  fprintf(json, "{\n  \"device\": \"%s\",\n  \"host_cores\": %d,\n  \"mujoco\": \"%s\",\n  \"results\": [\n",
+          dev, cores, mj_versionString());
+
+  fig2(max_n, budget);
+  fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);
+  fig3("fig3", "chain:200,random=1,seed=1,armature=0.01", "200 links", 1, maxB, budget, cores);
+  char arm[1024];
+  snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
+  fig3("arm7", arm, "the 7-dof arm", 1024, maxB, budget, cores);
+  fprintf(json, "\n  ]\n}\n");
+  fclose(json);
+  printf("\nwrote %s\n", path);
+  return 0;
+}
