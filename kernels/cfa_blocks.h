@@ -6,7 +6,8 @@
 // so S qdd = K F with K = (I - Gamma) J^-1 (I - Gamma)^T, block tridiagonal:
 //   K_ii = J_i^-1 + G_i J_{i-1}^-1 G_i^T,   K_{i,i+1} = -J_i^-1 G_{i+1}^T,   G_i = Ad(f_{i,i-1}).
 // Per joint take P_i = [W_i S_i] with W_i^T S_i = 0 (W_i: orthonormal basis of S_i's complement)
-// and write F_i = W_i g_i + S_i f_i, x_i = (g_i; f_i). With sigma_i = S_i^T S_i:
+// and write F_i = W_i g_i + S_i f_i, x_i = (g_i; f_i). With sigma_i = S_i^T S_i (the code uses
+// the unit column S_i/|S_i| instead, for which every formula below holds with sigma_i = |S_i|):
 //   W^T K F = W^T S qdd = 0         ->  A g + B f = 0
 //   S^T K F = Sigma qdd              ->  B^T g + C f = Sigma qdd
 //   tau_d = Sigma f + D qdd
@@ -22,9 +23,10 @@
 
 #include "cfd_math.h"
 
-// P = [W S] for a screw S: W is an orthonormal basis of the complement of S (modified
-// Gram-Schmidt of the unit vectors other than S's largest component). P is row-major,
-// P[6*r + c]: columns 0..4 = W, column 5 = S.
+// P = [W S/|S|] for a screw S: W is an orthonormal basis of the complement of S (modified
+// Gram-Schmidt of the unit vectors other than S's largest component), so P is orthogonal and
+// P^T K P keeps K's conditioning (an unnormalised S column costs CFA digits). P is row-major,
+// P[6*r + c]: columns 0..4 = W, column 5 = S/|S|.
 CFD_HD void cfd_cfa_basis(const double S[6], double P[36]) {
   double s2 = cfd_dot6(S, S);
   int big = 0;
@@ -48,9 +50,12 @@ CFD_HD void cfd_cfa_basis(const double S[6], double P[36]) {
   }
   for (int r = 0; r < 6; r++) {
     for (int c = 0; c < 5; c++) P[6 * r + c] = basis[c][r];
-    P[6 * r + 5] = S[r];
+    P[6 * r + 5] = S[r] / sqrt(s2);
   }
 }
+
+// sigma = S^T P[:, 5] = |S|: the scale between the joint's force coordinate and tau
+CFD_HD double cfd_cfa_sigma(const double S[6]) { return sqrt(cfd_dot6(S, S)); }
 
 // J^-1 of a symmetric positive definite 6x6 (Cholesky). Returns 0, or nonzero when J is singular.
 CFD_HD int cfd_inertia_inverse(const double J[36], double Jinv[36]) {
@@ -90,10 +95,13 @@ CFD_HD void cfd_cfa_upper_block(const double Jinv[36], const double G_next[36], 
 // Equation i couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i. Reads this level's
 // D, U, R and writes equation i of the next level (stride 2s) into Dn, Un, Rn. The symmetric
 // solves with D_{i+-s} use their Cholesky factors, which each equation forms itself (two 6x6
-// factorisations: cheaper on a GPU than a separate pass).
+// factorisations: cheaper on a GPU than a separate pass). The multipliers E_i^T and K_i^T go to
+// Eo and Ko (36 each, zero where absent) so that further right-hand sides (iterative refinement)
+// need only cfd_oee_rhs.
 CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U, const double* R,
-                          double* Dn, double* Un, double* Rn) {
+                          double* Dn, double* Un, double* Rn, double* Eo, double* Ko) {
   double Di[36], Ri[6], Et[36], Kt[36], L[36];
+  for (int k = 0; k < 36; k++) Et[k] = Kt[k] = 0;
   for (int k = 0; k < 36; k++) Di[k] = D[36 * i + k];
   for (int k = 0; k < 6; k++) Ri[k] = R[6 * i + k];
   if (i + s < n) {  // E_i = U_i D_{i+s}^-1: solve D_{i+s} E_i^T = U_i^T
@@ -133,7 +141,11 @@ CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U,
       Ri[r] -= e;
     }
   }
-  for (int k = 0; k < 36; k++) Dn[36 * i + k] = Di[k];
+  for (int k = 0; k < 36; k++) {
+    Dn[36 * i + k] = Di[k];
+    Eo[k] = Et[k];
+    Ko[k] = Kt[k];
+  }
   for (int k = 0; k < 6; k++) Rn[6 * i + k] = Ri[k];
   if (i + 2 * s < n) {  // U_i' = -E_i U_{i+s}: the new coupling to x_{i+2s}
     const double* Up = U + 36 * (i + s);
@@ -149,6 +161,39 @@ CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U,
   return 0;
 }
 
+// The same level for a right-hand side alone, with the multipliers cfd_oee_update stored:
+//   R'_i = R_i - E_i R_{i+s} - K_i R_{i-s}
+CFD_HD void cfd_oee_rhs(int i, int s, int n, const double* Et, const double* Kt, const double* R,
+                        double* Rn) {
+  for (int r = 0; r < 6; r++) {
+    double e = R[6 * i + r];
+    if (i + s < n)
+      for (int k = 0; k < 6; k++) e -= Et[6 * k + r] * R[6 * (i + s) + k];
+    if (i - s >= 0)
+      for (int k = 0; k < 6; k++) e -= Kt[6 * k + r] * R[6 * (i - s) + k];
+    Rn[6 * i + r] = e;
+  }
+}
+
+// The right-hand side of equation i alone (as cfd_cfa_system_row computes it), for a further
+// tau_d with the same blocks.
+CFD_HD void cfd_cfa_rhs_row(int i, int n, const double* D0, const double* U0, const double* dj,
+                            const double* sigma, const double* taud, double* R) {
+  int known_prev = i > 0 && !(dj[i - 1] > 0), known = !(dj[i] > 0);
+  int known_next = i + 1 < n && !(dj[i + 1] > 0);
+  double f_prev = known_prev ? taud[i - 1] / sigma[i - 1] : 0;
+  double f = known ? taud[i] / sigma[i] : 0;
+  double f_next = known_next ? taud[i + 1] / sigma[i + 1] : 0;
+  for (int k = 0; k < 6; k++) {
+    double r = (k == 5 && !known) ? sigma[i] * taud[i] / dj[i] : 0;
+    r -= D0[36 * i + 6 * k + 5] * f;
+    if (known_prev) r -= U0[36 * (i - 1) + 30 + k] * f_prev;
+    if (known_next) r -= U0[36 * i + 6 * k + 5] * f_next;
+    R[6 * i + k] = r;
+  }
+  if (known) R[6 * i + 5] = f;
+}
+
 // Right-hand side and joint-diagonal term for equation i (see the derivation above), reading the
 // unmodified blocks D0/U0 of P^T K P and writing the system the elimination starts from (D, U, R)
 // and the unmodified f-row (frow: couplings to x_{i-1}, x_i, x_{i+1}) that gives qdd afterwards.
@@ -162,20 +207,8 @@ CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0,
     fr[6 + k] = D0[36 * i + 30 + k];               // row 5 of D_i
     fr[12 + k] = (i + 1 < n) ? U0[36 * i + 30 + k] : 0;
   }
-  // f_j is known (tau_d_j / sigma_j) wherever the joint has no diagonal term
-  int known_prev = i > 0 && !(dj[i - 1] > 0), known = !(dj[i] > 0);
-  int known_next = i + 1 < n && !(dj[i + 1] > 0);
-  double f_prev = known_prev ? taud[i - 1] / sigma[i - 1] : 0;
-  double f = known ? taud[i] / sigma[i] : 0;
-  double f_next = known_next ? taud[i + 1] / sigma[i + 1] : 0;
-  double* Ri = R + 6 * i;
-  for (int k = 0; k < 6; k++) {
-    double r = (k == 5 && !known) ? sigma[i] * taud[i] / dj[i] : 0;
-    r -= D0[36 * i + 6 * k + 5] * f;
-    if (known_prev) r -= U0[36 * (i - 1) + 30 + k] * f_prev;  // (U_{i-1}^T)_{k5}
-    if (known_next) r -= U0[36 * i + 6 * k + 5] * f_next;
-    Ri[k] = r;
-  }
+  cfd_cfa_rhs_row(i, n, D0, U0, dj, sigma, taud, R);
+  int known = !(dj[i] > 0), known_next = i + 1 < n && !(dj[i + 1] > 0);
   double* Di = D + 36 * i;
   double* Ui = U + 36 * i;
   for (int k = 0; k < 36; k++) Di[k] = D0[36 * i + k];
@@ -186,7 +219,6 @@ CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0,
       Ui[30 + k] = 0;
     }
     Di[35] = 1;
-    Ri[5] = f;
   } else {
     Di[35] += sigma[i] * sigma[i] / dj[i];
   }

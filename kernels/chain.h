@@ -48,6 +48,7 @@ enum {
   CFD_ERR_MASSLESS = 2,    // a link's spatial inertia is not invertible (CFA needs it)
   CFD_ERR_ALLOC = 3,       // out of memory
   CFD_ERR_NONFINITE = 4,   // NaN or Inf in the input
+  CFD_ERR_INACCURATE = 5,  // CFA's refinement did not converge: its system is too ill-conditioned
 };
 const char* cfd_status_str(int status);
 
@@ -74,8 +75,10 @@ int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const
                     const double* extra_diag, double* qacc, double* work);
 
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
-// followed by cfd_cfa_refine_steps (default 1) steps of iterative refinement (see cfa_cpu.c).
+// followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
+// CFD_ERR_INACCURATE when the last correction is still above CFD_CFA_ACCEPT relative to qacc.
 extern int cfd_cfa_refine_steps;
+#define CFD_CFA_ACCEPT 1e-8
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);
@@ -90,6 +93,11 @@ int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const
 // residual): accurate to about 1e-15 relative even where M is ill-conditioned. For checks.
 int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                      const double* extra_diag, double* qacc);
+
+// A chain of n links that repeats the links of `base` (link i is base's link i mod base->n): long
+// chains beyond what MuJoCo compiles (4.0 stops at body-tree depth 1023), for GPU tests and
+// benchmarks. Returns 0, or CFD_ERR_ALLOC.
+int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out);
 
 // 0 when every entry of x[0..n) is finite
 int cfd_check_finite(const double* x, int n);

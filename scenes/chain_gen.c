@@ -264,7 +264,8 @@ static int has_two_joints(const cfd_chain_gen* g, int i) {
 
 // Full inertia of a box-like link (dimensions derived from its length) in a random frame.
 // Box moments satisfy the triangle inequality by construction, so the compiler accepts them.
-static void random_fullinertia(rng* r, double mass, double len, double full[6]) {
+static void random_fullinertia(rng* r, double mass, double len, double full[6],
+                               double I[9]) {
   double wx = rng_uni(r, 0.02, 0.06), wy = rng_uni(r, 0.02, 0.06);
   double wz = len * rng_uni(r, 0.8, 1.2);
   double d[3] = {mass / 12 * (wy * wy + wz * wz), mass / 12 * (wx * wx + wz * wz),
@@ -274,7 +275,6 @@ static void random_fullinertia(rng* r, double mass, double len, double full[6]) 
   mju_quat2Mat(R, q);
 
   // I = R diag(d) R^T
-  double I[9];
   for (int a = 0; a < 3; a++) {
     for (int b = 0; b < 3; b++) {
       I[3 * a + b] = 0;
@@ -289,38 +289,58 @@ static void random_fullinertia(rng* r, double mass, double len, double full[6]) 
   full[5] = I[5];
 }
 
-static int set_actuator(mjsActuator* a, int kind, double scale, char* err, int err_size) {
+// Inertia a joint moves on its own link: about the axis through the anchor for a hinge, the mass
+// for a slide, plus armature. Actuator gains are multiples of it, because explicit (Euler)
+// velocity feedback kv is stable only while kv*dt/inertia < 2, and random links can be light.
+static double joint_inertia(const mjsJoint* j, double mass, const double ipos[3],
+                            const double icom[9]) {
+  if (j->type == mjJNT_SLIDE) return mass + j->armature;
+  const double* a = j->axis;
+  double r[3] = {ipos[0] - j->pos[0], ipos[1] - j->pos[1], ipos[2] - j->pos[2]};
+  double c[3] = {a[1] * r[2] - a[2] * r[1], a[2] * r[0] - a[0] * r[2], a[0] * r[1] - a[1] * r[0]};
+  double aIa = 0;
+  for (int p = 0; p < 3; p++) {
+    for (int q = 0; q < 3; q++) aIa += a[p] * icom[3 * p + q] * a[q];
+  }
+  return aIa + mass * (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]) + j->armature;
+}
+
+// kind cycles motor, position, velocity, affine general, then (actuators=2) filter, integrator.
+// k: the joint's own inertia (see above); scale: per-actuator variation.
+static int set_actuator(mjsActuator* a, int kind, double k, double scale, char* err,
+                        int err_size) {
   const char* msg = NULL;
   switch (kind) {
     case 0:
       msg = mjs_setToMotor(a);
+      a->gainprm[0] = 10 * k * scale;
       break;
     case 1:
-      msg = mjs_setToPosition(a, 1.0 * scale, NULL, NULL, NULL, 0);
+      msg = mjs_setToPosition(a, 20 * k * scale, NULL, NULL, NULL, 0);
       break;
     case 2:
-      msg = mjs_setToVelocity(a, 0.05 * scale);
+      msg = mjs_setToVelocity(a, 2 * k * scale);
       break;
-    case 3:  // general, affine in both gain and bias: exercises d(force)/d(q, qdot) via the gain
+    case 3:  // general, affine in both gain and bias: force depends on q and qdot through both
       a->gaintype = mjGAIN_AFFINE;
-      a->gainprm[0] = 1.0 * scale;
-      a->gainprm[1] = 0.2;
-      a->gainprm[2] = -0.02;
+      a->gainprm[0] = 10 * k * scale;
+      a->gainprm[1] = 2 * k;
+      a->gainprm[2] = -0.5 * k;
       a->biastype = mjBIAS_AFFINE;
-      a->biasprm[0] = 0.05;
-      a->biasprm[1] = -0.5 * scale;
-      a->biasprm[2] = -0.02 * scale;
+      a->biasprm[0] = 1 * k;
+      a->biasprm[1] = -20 * k * scale;
+      a->biasprm[2] = -2 * k * scale;
       break;
     case 4:  // first-order filter on the control
       a->dyntype = mjDYN_FILTER;
       a->dynprm[0] = 0.05;
       a->gaintype = mjGAIN_FIXED;
-      a->gainprm[0] = 1.0 * scale;
+      a->gainprm[0] = 10 * k * scale;
       break;
     case 5:  // integrator: activation is the integral of the control
       a->dyntype = mjDYN_INTEGRATOR;
       a->gaintype = mjGAIN_FIXED;
-      a->gainprm[0] = 0.5 * scale;
+      a->gainprm[0] = 10 * k * scale;
       break;
   }
   if (msg && msg[0]) {
@@ -427,11 +447,12 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
 
     // inertial (ipos must be set, else the compiler treats the inertial frame as unspecified)
     b->explicitinertial = 1;
+    double icom[9];  // inertia about the com, body frame: sizes the actuator gains
     if (rnd) {
       double len = sqrt(child[0] * child[0] + child[1] * child[1] + child[2] * child[2]);
       b->mass = rng_uni(&ri, 0.05, 2.0);
       for (int k = 0; k < 3; k++) b->ipos[k] = 0.5 * child[k] + rng_uni(&ri, -0.01, 0.01);
-      random_fullinertia(&ri, b->mass, len, b->fullinertia);
+      random_fullinertia(&ri, b->mass, len, b->fullinertia, icom);
     } else {
       // solid rod with the capsule's radius, about its centre
       b->mass = REG_MASS;
@@ -440,6 +461,8 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
       b->inertia[0] = b->inertia[1] =
           REG_MASS * (REG_LEN * REG_LEN / 12 + REG_RADIUS * REG_RADIUS / 4);
       b->inertia[2] = REG_MASS * REG_RADIUS * REG_RADIUS / 2;
+      memset(icom, 0, sizeof(icom));
+      for (int k = 0; k < 3; k++) icom[4 * k] = b->inertia[k];
     }
 
     // visual capsule, excluded from collisions
@@ -501,7 +524,8 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
         snprintf(name, sizeof(name), "j%d", jid);
         mjs_setString(a->target, name);
         double scale = rnd ? rng_uni(&ra, 0.5, 1.5) : 1;
-        if (set_actuator(a, jid % act_cycle, scale, err, err_size)) {
+        double kin = joint_inertia(j, b->mass, b->ipos, icom);
+        if (set_actuator(a, jid % act_cycle, kin, scale, err, err_size)) {
           fail = 1;
           break;
         }

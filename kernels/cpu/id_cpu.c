@@ -41,6 +41,22 @@ void cfd_chain_free(cfd_chain* c) {
   memset(c, 0, sizeof(*c));
 }
 
+int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out) {
+  if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
+  for (int i = 0; i < n; i++) {
+    int k = i % base->n;
+    memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
+    memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
+    memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
+    memcpy(out->inertia + 36 * i, base->inertia + 36 * k, 36 * sizeof(double));
+    out->armature[i] = base->armature[k];
+    out->body[i] = out->jnt[i] = -1;
+    out->dof[i] = out->qpos[i] = i;
+  }
+  memcpy(out->gravity, base->gravity, sizeof(out->gravity));
+  return CFD_OK;
+}
+
 const char* cfd_status_str(int status) {
   switch (status) {
     case CFD_OK: return "ok";
@@ -48,6 +64,9 @@ const char* cfd_status_str(int status) {
     case CFD_ERR_MASSLESS: return "a link has a singular spatial inertia (CFA needs every link's inverse)";
     case CFD_ERR_ALLOC: return "out of memory";
     case CFD_ERR_NONFINITE: return "the state holds NaN or Inf";
+    case CFD_ERR_INACCURATE:
+      return "CFA did not converge to double accuracy on this chain (its constraint-force system is "
+             "too ill-conditioned); use abia or jsiia";
     default: return "unknown error";
   }
 }

@@ -9,11 +9,11 @@
 #define CFA_THREADS 64
 
 // per-instance scratch after the ID's: D0 U0 D U D2 U2 (36n each), R R2 (6n each), frow 18n,
-// tau_d n, dj n
+// tau_d n, dj n, and the elimination's multipliers (72n per level)
 #define CFA_OFF_D0(n) CFD_ID_WORK(n)
 
 struct cfa_views {
-  double *D0, *U0, *D, *U, *D2, *U2, *R, *R2, *frow, *taud, *dj;
+  double *D0, *U0, *D, *U, *D2, *U2, *R, *R2, *frow, *taud, *dj, *EK;
 };
 
 __device__ __forceinline__ cfa_views cfa_views_of(double* w, int n) {
@@ -29,6 +29,7 @@ __device__ __forceinline__ cfa_views cfa_views_of(double* w, int n) {
   v.frow = v.R2 + 6 * n;
   v.taud = v.frow + 18 * n;
   v.dj = v.taud + n;
+  v.EK = v.dj + n;
   return v;
 }
 
@@ -60,8 +61,10 @@ __global__ void cfa_system_kernel(int n, const double* __restrict__ sigma, doubl
   cfd_cfa_system_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.D, v.U, v.R, v.frow);
 }
 
-// One level; `flip` selects which buffer pair is this level's input.
-__global__ void cfa_oee_kernel(int n, int s, int flip, double* work, long stride, int* error) {
+// One level; `flip` selects which buffer pair is this level's input. refine: the right-hand side
+// alone, with the multipliers the first solve stored.
+__global__ void cfa_oee_kernel(int n, int s, int level, int flip, int refine, double* work,
+                               long stride, int* error) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views v = cfa_views_of(work + (long)b * stride, n);
@@ -69,50 +72,85 @@ __global__ void cfa_oee_kernel(int n, int s, int flip, double* work, long stride
   if (flip) {
     D = v.D2; U = v.U2; R = v.R2; Dn = v.D; Un = v.U; Rn = v.R;
   }
-  if (cfd_oee_update(i, s, n, D, U, R, Dn, Un, Rn)) atomicExch(error, CFD_ERR_SINGULAR);
+  double* E = v.EK + (size_t)72 * n * level + 72 * i;
+  if (refine) cfd_oee_rhs(i, s, n, E, E + 36, R, Rn);
+  else if (cfd_oee_update(i, s, n, D, U, R, Dn, Un, Rn, E, E + 36)) atomicExch(error, CFD_ERR_SINGULAR);
 }
 
-__global__ void cfa_solve_kernel(int n, int flip, double* work, long stride, int* error) {
+// The block-diagonal system after the last level: factor (first solve) and solve.
+__global__ void cfa_solve_kernel(int n, int flip, int refine, double* work, long stride, int* error) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views v = cfa_views_of(work + (long)b * stride, n);
   double* D = flip ? v.D2 : v.D;
   double* R = flip ? v.R2 : v.R;
-  if (cfd_chol_factor(D + 36 * i, 6, 6)) {
+  if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) {
     atomicExch(error, CFD_ERR_SINGULAR);
     return;
   }
   cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
 }
 
+// |x| as an integer that orders like the double (x >= 0), for atomicMax
+__device__ __forceinline__ unsigned long long abs_bits(double x) {
+  return (unsigned long long)__double_as_longlong(fabs(x));
+}
+
+// qdd from the f-rows; add: a refinement's correction, whose size (and qacc's) the last step
+// records per instance in norms[2b], norms[2b+1]
 __global__ void cfa_qdd_kernel(int n, int flip, const double* __restrict__ sigma, double* work,
-                               long stride, double* qacc, int add) {
+                               long stride, double* qacc, int add, unsigned long long* norms) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views v = cfa_views_of(work + (long)b * stride, n);
   double x = cfd_cfa_qdd(i, n, v.frow, flip ? v.R2 : v.R, sigma[i]);
-  if (add) qacc[(long)b * n + i] += x;
-  else qacc[(long)b * n + i] = x;
+  double* out = qacc + (long)b * n + i;
+  *out = add ? *out + x : x;
+  if (norms) {
+    atomicMax(norms + 2 * b, abs_bits(x));
+    atomicMax(norms + 2 * b + 1, abs_bits(*out));
+  }
 }
 
-// tau_d of the refinement step: the residual, from the [B][n] array into each instance's view
+// refuse instances whose last correction is not small (cpu/cfa_cpu.c, step 6)
+__global__ void cfa_accept_kernel(int B, const unsigned long long* norms, int* error) {
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  double corr = __longlong_as_double((long long)norms[2 * b]);
+  double size = __longlong_as_double((long long)norms[2 * b + 1]);
+  if (!(corr <= CFD_CFA_ACCEPT * size)) atomicExch(error, CFD_ERR_INACCURATE);
+}
+
+// tau_d of a refinement step: the residual, from the [B][n] array into each instance's view
 __global__ void cfa_taud_kernel(int n, const double* __restrict__ r, double* work, long stride) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views_of(work + (long)b * stride, n).taud[i] = r[(long)b * n + i];
 }
 
-// steps 3-5 of cpu/cfa_cpu.c for the tau_d in the views; writes or adds qdd
-static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int add) {
+// the refinement's right-hand side from the residual (already in taud)
+__global__ void cfa_rhs_row_kernel(int n, const double* __restrict__ sigma, double* work, long stride) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  if (i >= n) return;
+  cfa_views v = cfa_views_of(work + (long)b * stride, n);
+  cfd_cfa_rhs_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.R);
+}
+
+// steps 3-5 of cpu/cfa_cpu.c; refine: a further right-hand side with the stored elimination
+static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
+                      unsigned long long* norms) {
   int n = g->n;
   int* error = g->info + g->capacity;
   dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
-  cfa_system_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
-  int flip = 0;
-  for (int s = 1; s < n; s *= 2, flip ^= 1)
-    cfa_oee_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, s, flip, g->work, stride, error);
-  cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->work, stride, error);
-  cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc, add);
+  if (refine) cfa_rhs_row_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
+  else cfa_system_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
+  int flip = 0, level = 0;
+  for (int s = 1; s < n; s *= 2, flip ^= 1, level++)
+    cfa_oee_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, s, level, flip, refine,
+                                                        g->work, stride, error);
+  cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, refine, g->work, stride, error);
+  cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc,
+                                                      refine, norms);
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -124,14 +162,20 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
   cfa_blocks_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(g->chain, g->jinv, g->basis, tau, extra,
                                                          g->bias, g->work, stride);
-  cfa_solve(g, B, stride, qacc, 0);
+  cfa_solve(g, B, stride, qacc, 0, NULL);
+  // the last step's correction sizes, per instance, in the (now free) cuSOLVER pointer array
+  unsigned long long* norms = (unsigned long long*)g->ptrs;
   for (int step = 0; step < cfd_cfa_refine_steps; step++) {  // step 6 of cpu/cfa_cpu.c
     e = cfd_gpu_launch_id(g, B, q, qd, qacc, g->bias, g->work, stride);
     if (e) return e;
     e = cfd_gpu_launch_residual(g, B, tau, extra, g->bias, qacc, g->resid);
     if (e) return e;
     cfa_taud_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->resid, g->work, stride);
-    cfa_solve(g, B, stride, qacc, 1);
+    int last = step == cfd_cfa_refine_steps - 1;
+    if (last) cudaMemsetAsync(norms, 0, sizeof(unsigned long long) * 2 * B, g->stream);
+    cfa_solve(g, B, stride, qacc, 1, last ? norms : NULL);
+    if (last)
+      cfa_accept_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(B, norms, g->info + g->capacity);
   }
   return cudaGetLastError();
 }

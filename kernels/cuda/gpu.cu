@@ -63,7 +63,11 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
     case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_GPU;
-    case CFD_GPU_CFA: return CFD_ID_WORK(n) + (size_t)n * (36 * 6 + 6 * 2 + 18 + 2);
+    case CFD_GPU_CFA: {
+      int levels = 0;
+      for (int s = 1; s < n; s *= 2) levels++;
+      return CFD_ID_WORK(n) + (size_t)n * (36 * 6 + 6 * 2 + 18 + 2) + (size_t)72 * n * levels;
+    }
     case CFD_GPU_JSIIA: return CFD_ID_WORK(n) + (size_t)n * 37 + (size_t)n * n;
   }
   return 0;
@@ -135,7 +139,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
         return 1;
       }
       cfd_cfa_basis(c->screw + 6 * i, basis + 36 * i);
-      sigma[i] = cfd_dot6(c->screw + 6 * i, c->screw + 6 * i);
+      sigma[i] = cfd_cfa_sigma(c->screw + 6 * i);
     }
   }
   cfd_gpu* g = (cfd_gpu*)calloc(1, sizeof(cfd_gpu));
