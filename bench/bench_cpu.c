@@ -106,10 +106,15 @@ static double time_calls(meas* x, const mjModel* m, mjData* d, double* qacc, int
   return now() - t0;
 }
 
-// Seconds per call: the first call is the warm-up, and the estimate when it is slow.
+// Seconds per call: the first call is the warm-up; slow calls are estimated from a second one,
+// fast ones from a doubling number of calls.
 static double calibrate(meas* x, const mjModel* m, mjData* d, double* qacc) {
   double t = time_calls(x, m, d, qacc, 1);
-  if (t < 0 || t >= 0.01) return t;
+  if (t < 0) return t;
+  if (t >= 0.01) {
+    double t2 = time_calls(x, m, d, qacc, 1);
+    return t2 < t ? t2 : t;
+  }
   for (int reps = 1;; reps *= 2) {
     t = time_calls(x, m, d, qacc, reps);
     if (t < 0 || t >= 0.002 || reps >= (1 << 20)) return t < 0 ? t : t / reps;
@@ -177,10 +182,14 @@ static int bench_size(int n, const config* cfg, size_result* res) {
   if (B < 3) B = 3;
   res->batches = B;
   res->states = B < cfg->states ? B : cfg->states;
-  fprintf(stderr, "n=%d: nv=%d, mj_forward %.3g us per call, %d batches over %d states\n", n, nv,
+  fprintf(stderr, "n=%d: nv=%d, mj_forward ~%.3g us per call, %d batches over %d states\n", n, nv,
           1e6 * res->m[0].t1, B, res->states);
 
   double* us = malloc(sizeof(double) * (size_t)B * res->nmeas);
+  if (!us) {
+    snprintf(res->error, sizeof res->error, "out of memory");
+    B = 0;  // time nothing, free everything below
+  }
   for (int i = 0; i < res->nmeas; i++) {
     meas* x = &res->m[i];
     x->reps = (int)ceil(cfg->min_time / (B * (x->t1 > 1e-9 ? x->t1 : 1e-9)));
@@ -212,18 +221,18 @@ static int bench_size(int n, const config* cfg, size_result* res) {
 
   for (int j = 0; j < res->nmeas; j++) {
     meas* x = &res->m[j];
+    cfd_solver_free(x->solver);
+    x->solver = NULL;
     if (x->nbatch == 0) continue;
     x->median_us = median(us + (size_t)j * B, x->nbatch);
     x->ratio = res->m[0].median_us / x->median_us;
-    cfd_solver_free(x->solver);
-    x->solver = NULL;
   }
   free(us);
   free(qacc);
   free(ref);
   mj_deleteData(d);
   mj_deleteModel(m);
-  return 0;
+  return res->error[0] != 0;
 }
 
 // ------------------------------------------------------------------------------------------------

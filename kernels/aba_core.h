@@ -30,6 +30,17 @@ CFD_HD void cfd_rotate3(const double R[9], const double X[9], double out[9]) {
   cfd_mat3_mul(R, T, out);
 }
 
+// out = R X R^T for symmetric X: only the upper triangle is computed
+CFD_HD void cfd_rotate3_sym(const double R[9], const double X[9], double out[9]) {
+  double T[9];  // T = X R^T
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++)
+      T[3 * r + c] = X[3 * r] * R[3 * c] + X[3 * r + 1] * R[3 * c + 1] + X[3 * r + 2] * R[3 * c + 2];
+  for (int r = 0; r < 3; r++)
+    for (int c = r; c < 3; c++)
+      out[3 * r + c] = out[3 * c + r] = R[3 * r] * T[c] + R[3 * r + 1] * T[3 + c] + R[3 * r + 2] * T[6 + c];
+}
+
 // out = p^ X (3x3): each column of X crossed with p
 CFD_HD void cfd_hat_mul(const double p[3], const double X[9], double out[9]) {
   for (int c = 0; c < 3; c++) {
@@ -43,9 +54,9 @@ CFD_HD void cfd_hat_mul(const double p[3], const double X[9], double out[9]) {
 CFD_HD void cfd_inertia3_to_parent(const double R[9], const double p[3], const cfd_inertia3* I,
                                    const double Jp[36], cfd_inertia3* parent) {
   double A[9], B[9], C[9], pC[9], pB[9], pCp[9];
-  cfd_rotate3(R, I->A, A);
+  cfd_rotate3_sym(R, I->A, A);
   cfd_rotate3(R, I->B, B);
-  cfd_rotate3(R, I->C, C);
+  cfd_rotate3_sym(R, I->C, C);
   cfd_hat_mul(p, C, pC);  // p^ C'
   double Bt[9] = {B[0], B[3], B[6], B[1], B[4], B[7], B[2], B[5], B[8]};
   cfd_hat_mul(p, Bt, pB);  // p^ B'^T

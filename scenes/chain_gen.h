@@ -5,7 +5,14 @@
 // caps body-tree depth (mjCModel::PrintTree throws "depth limit exceeded in signature
 // computation" at depth 1024, world = 0), for XML and mjSpec alike, so a serial chain that
 // MuJoCo can compile has at most CFD_CHAIN_MAX_MJ_LINKS links; and its compile time grows
-// like n^3 (mj_setConst solves with the dense chain mass matrix per body): ~3.5 s at n = 1000.
+// like n^3 (mj_setConst solves with the dense chain mass matrix per body): 3.5-5 s at n = 1000.
+//
+// The chain hangs from the world at a height equal to its length; link0 is turned so the chain
+// starts horizontal along +x and falls under gravity. Geoms are visual capsules with
+// contype = conaffinity = 0; inertials are explicit (compiler inertiafromgeom = false).
+// Random chains are whippy (light links next to heavy ones): with gravity, no damping and the
+// default Euler step they diverge within about a second; give them damping/armature/stiffness
+// or a smaller step to simulate them for long. Per-state dynamics is unaffected.
 
 #ifndef CHAINFD_SCENES_CHAIN_GEN_H_
 #define CHAINFD_SCENES_CHAIN_GEN_H_
@@ -31,10 +38,11 @@ typedef struct cfd_chain_gen {
   double damping;         // joint damping (linear coefficient); x[0.5,1.5] when randomize
   double armature;        // joint armature; x[0.5,1.5] when randomize
   double stiffness;       // joint spring stiffness; springref in [-0.5,0.5] when randomize
-  int actuators;          // 0: none; 1: one per joint cycling motor, position (kp),
-                          //    velocity (kv), general with affine gain+bias, all without
-                          //    activation; 2: as 1 plus general actuators with activation
-                          //    dynamics (dyntype filter and integrator)
+  int actuators;          // 0: none; 1: one per joint (a_k on j_k) cycling motor, position
+                          //    (kp), velocity (kv), general with affine gain+bias, all without
+                          //    activation; 2: cycle of 6 adding general actuators with
+                          //    activation dynamics (dyntype filter, integrator). Gains scale
+                          //    with the joint's own link inertia; no ctrl/force/act limits
   int gravity;            // 1: gravity (0 0 -9.81); 0: gravity off
   double timestep;        // 0: MuJoCo default
   int multi_joint;        // 1: every 5th body (index % 5 == 4) carries two joints about
