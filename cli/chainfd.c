@@ -10,11 +10,14 @@ static void usage(FILE* f) {
           "usage: chainfd COMMAND [MODEL] [options]\n"
           "  info  [MODEL]   the chain model (links, joints, dofs), what is supported or refused, why\n"
           "  check [MODEL] [--backend NAME|all] [--states N] [--seed S] [--tol T]\n"
+          "                [--steps N] [--steps-tol T]\n"
           "                  every back end's qacc against MuJoCo's mj_forward, inverse dynamics\n"
           "                  against mj_rne, over N seeded random states (constraints disabled);\n"
           "                  exit 1 when any error exceeds T (default 1e-10) or the model is refused;\n"
           "                  ref_err is the error against a high-precision (long-double refined)\n"
-          "                  reference, which decides where MuJoCo's own rounding error exceeds T\n"
+          "                  reference, which decides where MuJoCo's own rounding error exceeds T;\n"
+          "                  --steps N: also N steps of chainfd_step against mj_step per back end\n"
+          "                  (max |dqpos| within --steps-tol, default 1e-8)\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1,gravity=0,multijoint=1]; default %s\n",
           CFD_DEFAULT_SCENE);

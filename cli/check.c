@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "chainfd.h"
 #include "chain_gen.h"
 #include "commands.h"
 #include "mj_chain.h"
@@ -68,12 +69,75 @@ static double rel_err(const double* a, const double* b, int n) {
   return den > 0 ? num / den : num;
 }
 
+// chainfd_step against mj_step: `steps` steps from one seeded random state (constraints stay
+// disabled), for every back end `backend` names. Prints the largest |qpos| and |qvel| differences
+// over the trajectory; returns nonzero when a step is refused or qpos differs by more than tol.
+static int check_steps(const mjModel* m, const char* backend, int steps, unsigned long long seed,
+                       double tol) {
+  char err[1024];
+  mjData* start = mj_makeData(m);
+  mjData* ref = mj_makeData(m);
+  mjData* got = mj_makeData(m);
+  cfd_rng rng = {seed ^ 0x5DEECE66Dull};
+  cfd_random_state(m, start, &rng, CFD_RANDOM_ALL);
+  int failed = 0;
+  for (int b = 0; b < cfd_backend_count(); b++) {
+    const char* name = cfd_backend_get(b)->name;
+    if (strcmp(backend, "all") && strcmp(backend, name)) continue;
+    cfd_solver* probe = cfd_solver_create(m, name, err, sizeof err);
+    if (!probe) {  // a refusal fails only when that back end was asked for
+      printf("%s refused: %s\n", name, err);
+      if (strcmp(backend, "all")) failed = 1;
+      continue;
+    }
+    cfd_solver_free(probe);
+    chainfd_config cfg = {name, NULL, NULL, "error"};  // never a silent MuJoCo step
+    chainfd_stepper* s = chainfd_stepper_create(m, &cfg, name, err, sizeof err);
+    if (!s) {
+      printf("%s error: %s\n", name, err);
+      failed = 1;
+      continue;
+    }
+    mj_copyData(ref, m, start);
+    mj_copyData(got, m, start);
+    double dqpos = 0, dqvel = 0;
+    int done = 0;
+    for (; done < steps; done++) {
+      mj_step(m, ref);
+      if (chainfd_stepper_step(s, m, got)) {
+        printf("%s error: step %d: %s\n", name, done, chainfd_last_error());
+        failed = 1;
+        break;
+      }
+      for (int i = 0; i < m->nq; i++) {
+        double e = fabs(got->qpos[i] - ref->qpos[i]);
+        if (!(e <= dqpos)) dqpos = e;  // NaN propagates
+      }
+      for (int i = 0; i < m->nv; i++) {
+        double e = fabs(got->qvel[i] - ref->qvel[i]);
+        if (!(e <= dqvel)) dqvel = e;
+      }
+    }
+    int pass = done == steps && dqpos <= tol;
+    printf("%s max_abs_dqpos=%.3e max_abs_dqvel=%.3e steps=%d%s\n", name, dqpos, dqvel, done,
+           pass ? "" : "  FAIL");
+    if (!pass) failed = 1;
+    chainfd_stepper_free(s);
+  }
+  mj_deleteData(got);
+  mj_deleteData(ref);
+  mj_deleteData(start);
+  return failed;
+}
+
 int cfd_cmd_check(int argc, char** argv) {
   const char* path = CFD_DEFAULT_SCENE;
   const char* backend = "all";
   int states = 100;
   unsigned long long seed = 1;
   double tol = 1e-10;
+  int steps = 0;             // --steps N: also compare N steps of chainfd_step against mj_step
+  double steps_tol = 1e-8;   // their largest |qpos| difference
   for (int i = 0; i < argc; i++) {
     const char* a = argv[i];
     int more = i + 1 < argc;
@@ -81,6 +145,8 @@ int cfd_cmd_check(int argc, char** argv) {
     else if (!strcmp(a, "--states") && more) states = atoi(argv[++i]);
     else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(a, "--tol") && more) tol = atof(argv[++i]);
+    else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
+    else if (!strcmp(a, "--steps-tol") && more) steps_tol = atof(argv[++i]);
     else if (a[0] != '-') path = a;
     else {
       fprintf(stderr, "chainfd check: unknown or incomplete option '%s'\n", a);
@@ -184,6 +250,11 @@ int cfd_cmd_check(int argc, char** argv) {
   printf("mujoco ref_err=%.3e (mj_forward against the high-precision reference)\n", worst_mj);
   printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
   if (!(worst_id <= tol)) failed = 1;
+  if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol)) {
+    printf("FAILED: chainfd_step against mj_step: a step failed, or qpos differs by more than %.1e\n",
+           steps_tol);
+    failed = 1;
+  }
   if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);
 
   for (int b = 0; b < nb; b++) cfd_solver_free(solvers[b]);

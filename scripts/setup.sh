@@ -25,6 +25,8 @@ fi
 if ! .deps/venv/bin/python -m pip install -q --disable-pip-version-check -r python/requirements.txt; then
   echo "setup: could not install MuJoCo from PyPI (python/requirements.txt)" >&2; exit 1
 fi
+# the chainfd Python package (python/), editable: it finds the plugin library in build/
+.deps/venv/bin/python -m pip install -q --disable-pip-version-check -e python
 
 # CUDA: built whenever nvcc is found (on PATH or in /usr/local/cuda).
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -1,0 +1,635 @@
+// chainfd_forward / chainfd_step for one mjData: MuJoCo's stage functions, chainfd's qacc, and
+// MuJoCo's integrators reproduced with public API calls.
+//
+// mj_step is checkPos, checkVel, mj_forward, checkAcc, then one integrator. mj_forward is the
+// position stage (kinematics, mass matrix, collision, constraints, transmission), sensors, the
+// velocity stage (passive forces, bias), actuation, qacc = M^-1 qfrc_smooth and the constraint
+// solver. Here every stage is MuJoCo's own function except the mass matrix and its factorisation
+// (not needed: chainfd computes qacc from the chain) and the constraint solver (not needed: any
+// constraint row makes the step MuJoCo's). The integrators need M only through solves with
+// M + diag(D), which chainfd does directly through its joint-diagonal term:
+//   Euler:         D = h * dB/dv  for joint damping B (with actuator damping and polynomial terms)
+//   implicitfast:  D = -h * diag(qDeriv), qDeriv = d(qfrc_passive + qfrc_actuator)/d(qvel), which
+//                  must be diagonal: joint damping and joint-transmission actuators only
+//   RK4:           no diagonal term; four chainfd evaluations.
+// The state update (activations, qvel, qpos, time, plugin states, warmstart) is MuJoCo's mj_advance
+// written out; the features it has that are not written out here (history buffers, sleep, plastic
+// springs, DC-motor and PID activation states, wrapped setpoints) make the model MuJoCo's.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "chainfd.h"
+#include "config.h"
+
+#define MSG_SIZE 640
+
+// --- the thread's last error ----------------------------------------------------------------------
+
+static _Thread_local char last_error[MSG_SIZE];
+
+const char* chainfd_last_error(void) { return last_error; }
+
+void cfd_set_last_error(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+}
+
+// --- the stepper ------------------------------------------------------------------------------------
+
+enum {  // kinds of fallback, each said once per stepper
+  SAID_MODEL = 1,
+  SAID_CONSTRAINT = 2,
+  SAID_SOLVER = 4,
+};
+
+struct chainfd_stepper {
+  char label[96];             // "chainfd instance 'fd'", for messages
+  cfd_resolved_config cfg;
+  mjtSize nq, nv, na, nu, nbody;  // sizes of the model it was made for
+
+  cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
+  char model_refusal[MSG_SIZE];
+
+  mjOption opt_seen;          // the options the verdicts below were made for
+  int opt_valid;
+  char forward_refusal[MSG_SIZE];  // "" when chainfd can compute this model with these options
+  char step_refusal[MSG_SIZE];     // "" when chainfd can step it
+  int needs_mass_matrix;      // kinetic energy is wanted: MuJoCo computes it from M
+
+  // the last evaluation: chain state in dof order (valid until the next gather)
+  const double *q, *qd, *tau;
+
+  double* qacc_used;          // nv: the acceleration the integrator applies
+  double* diag;               // nv: joint-diagonal term of the integrator
+  double* rk;                 // RK4: X[4] (nq+nv+na), F[4] (nv+na), dX (2nv+na)
+
+  long long steps_chainfd, steps_mujoco, refusals;
+  unsigned said;
+  char last_fallback[MSG_SIZE];
+};
+
+static int enabled(const mjModel* m, int flag) { return (m->opt.enableflags & flag) != 0; }
+static int disabled(const mjModel* m, int flag) { return (m->opt.disableflags & flag) != 0; }
+
+static const char* name_or_id(const mjModel* m, int type, int id, char* buf, int size) {
+  const char* nm = mj_id2name(m, type, id);
+  if (nm && nm[0]) snprintf(buf, size, "'%s'", nm);
+  else snprintf(buf, size, "#%d", id);
+  return buf;
+}
+
+// An actuator switched off through its group (m->opt.disableactuator), as MuJoCo decides it.
+static int actuator_group_disabled(const mjModel* m, int i) {
+  int group = m->actuator_group[i];
+  return group >= 0 && group <= 30 && (m->opt.disableactuator & (1 << group));
+}
+
+static int refuse(char* why, int size, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, size, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+// Features of the model (whatever the options) that chainfd_step does not reproduce.
+static int model_feature_refusal(const mjModel* m, char* why, int size) {
+  char nm[128];
+  if (m->nhistory > 0)
+    return refuse(why, size, "the model has actuator or sensor history buffers (delay, nsample), "
+                             "which chainfd_step does not advance");
+  if (m->nplastic > 0)
+    return refuse(why, size, "the model has plastic springs (springyield), whose state chainfd_step "
+                             "does not advance");
+  for (int i = 0; i < m->nu; i++) {
+    int dyn = m->actuator_dyntype[i];
+    if (dyn == mjDYN_DCMOTOR || dyn == mjDYN_PID)
+      return refuse(why, size, "actuator %s has %s activation dynamics, whose states chainfd_step "
+                               "does not integrate", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm),
+                    dyn == mjDYN_DCMOTOR ? "DC-motor" : "PID");
+    // MuJoCo wraps the setpoints of these into one period when it integrates them
+    if (m->actuator_gaintype[i] == mjGAIN_SO3 || m->actuator_trntype[i] == mjTRN_SO3 ||
+        m->actuator_gaintype[i] == mjGAIN_PID ||
+        (m->actuator_trntype[i] == mjTRN_SITE && m->actuator_trnid[2 * i + 1] >= 0))
+      return refuse(why, size, "actuator %s may wrap its rotational setpoint, which chainfd_step "
+                               "does not reproduce", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+  }
+  return 0;
+}
+
+// Options that chainfd_forward does not reproduce; "" when it can compute.
+static void forward_option_refusal(const mjModel* m, char* why, int size) {
+  why[0] = 0;
+  if (enabled(m, mjENBL_SLEEP))
+    snprintf(why, size, "sleep is enabled (mjENBL_SLEEP): island sleeping is MuJoCo's");
+}
+
+// Options (and option-dependent features) chainfd_step does not reproduce; "" when it can step.
+static void step_option_refusal(const mjModel* m, char* why, int size) {
+  char nm[128];
+  forward_option_refusal(m, why, size);
+  if (why[0]) return;
+  if (enabled(m, mjENBL_FWDINV)) {
+    snprintf(why, size, "fwdinv is enabled: comparing with inverse dynamics needs MuJoCo's pipeline");
+    return;
+  }
+  int integrator = m->opt.integrator;
+  if (integrator == mjINT_IMPLICIT) {
+    snprintf(why, size, "integrator implicit needs the full velocity derivative, Coriolis terms "
+                        "included, which is not diagonal (use implicitfast, Euler or RK4)");
+    return;
+  }
+  if (integrator != mjINT_EULER && integrator != mjINT_RK4 && integrator != mjINT_IMPLICITFAST) {
+    snprintf(why, size, "integrator %d is not one chainfd reproduces (Euler, RK4, implicitfast)",
+             integrator);
+    return;
+  }
+  if (integrator != mjINT_IMPLICITFAST) return;
+
+  // implicitfast: every velocity derivative must be diagonal (one joint each)
+  int springs_and_dampers_off = disabled(m, mjDSBL_SPRING) && disabled(m, mjDSBL_DAMPER);
+  if (!springs_and_dampers_off && (m->opt.density > 0 || m->opt.viscosity > 0)) {
+    snprintf(why, size, "implicitfast with fluid forces (density/viscosity): their velocity "
+                        "derivative couples joints");
+    return;
+  }
+  if (!disabled(m, mjDSBL_DAMPER)) {
+    for (int t = 0; t < m->ntendon; t++) {
+      int damped = m->tendon_damping[t] != 0 || m->tendon_actuatorid[t] != -1;
+      for (int k = 0; k < mjNPOLY; k++) damped |= m->tendon_dampingpoly[mjNPOLY * t + k] != 0;
+      if (damped) {
+        snprintf(why, size, "implicitfast with tendon %s damped: its velocity derivative couples "
+                            "joints", name_or_id(m, mjOBJ_TENDON, t, nm, sizeof nm));
+        return;
+      }
+    }
+  }
+  if (disabled(m, mjDSBL_ACTUATION)) return;
+  for (int i = 0; i < m->nu; i++) {
+    if (actuator_group_disabled(m, i)) continue;
+    int gain = m->actuator_gaintype[i], bias = m->actuator_biastype[i];
+    if (m->actuator_plugin[i] >= 0 || (gain != mjGAIN_FIXED && gain != mjGAIN_AFFINE) ||
+        (bias != mjBIAS_NONE && bias != mjBIAS_AFFINE)) {
+      snprintf(why, size, "implicitfast with actuator %s: chainfd differentiates fixed and affine "
+                          "gains and biases only", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+      return;
+    }
+    int velocity_dependent = (gain == mjGAIN_AFFINE && m->actuator_gainprm[mjNGAIN * i + 2] != 0) ||
+                             (bias == mjBIAS_AFFINE && m->actuator_biasprm[mjNBIAS * i + 2] != 0);
+    int trn = m->actuator_trntype[i];
+    if (velocity_dependent && trn != mjTRN_JOINT && trn != mjTRN_JOINTINPARENT) {
+      snprintf(why, size, "implicitfast with actuator %s: a velocity-dependent force through a "
+                          "non-joint transmission couples joints",
+               name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+      return;
+    }
+  }
+}
+
+static int wants_kinetic_energy(const mjModel* m) {
+  if (enabled(m, mjENBL_ENERGY)) return 1;
+  if (disabled(m, mjDSBL_SENSOR)) return 0;
+  for (int i = 0; i < m->nsensor; i++)
+    if (m->sensor_type[i] == mjSENS_E_KINETIC) return 1;
+  return 0;
+}
+
+// Re-derive everything that depends on m->opt when it changed (gravity lives in the chain).
+static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
+  if (s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption))) return;
+  memcpy(&s->opt_seen, &m->opt, sizeof(mjOption));  // bytes, padding included, for the memcmp
+  s->opt_valid = 1;
+  s->needs_mass_matrix = wants_kinetic_energy(m);
+  cfd_solver_free(s->solver);
+  s->solver = NULL;
+  s->model_refusal[0] = 0;
+  if (!model_feature_refusal(m, s->model_refusal, sizeof s->model_refusal))
+    s->solver = cfd_solver_create(m, s->cfg.backend, s->model_refusal, sizeof s->model_refusal);
+  forward_option_refusal(m, s->forward_refusal, sizeof s->forward_refusal);
+  step_option_refusal(m, s->step_refusal, sizeof s->step_refusal);
+}
+
+chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* cfg,
+                                        const char* label, char* err, int err_size) {
+  cfd_resolved_config rc;
+  if (!label) label = "chainfd";
+  if (cfd_config_resolve(cfg, label, &rc, err, err_size)) return NULL;
+  chainfd_stepper* s = calloc(1, sizeof(*s));
+  if (!s) {
+    snprintf(err, err_size, "%s: out of memory", label);
+    return NULL;
+  }
+  snprintf(s->label, sizeof s->label, "%s", label);
+  s->cfg = rc;
+  s->nq = m->nq; s->nv = m->nv; s->na = m->na; s->nu = m->nu; s->nbody = m->nbody;
+  size_t nq = (size_t)m->nq, nv = (size_t)m->nv, na = (size_t)m->na;
+  s->qacc_used = malloc(sizeof(double) * (nv + 1));
+  s->diag = malloc(sizeof(double) * (nv + 1));
+  s->rk = malloc(sizeof(double) * (4 * (nq + nv + na) + 4 * (nv + na) + 2 * nv + na + 1));
+  if (!s->qacc_used || !s->diag || !s->rk) {
+    chainfd_stepper_free(s);
+    snprintf(err, err_size, "%s: out of memory", label);
+    return NULL;
+  }
+  refresh_for_options(s, m);
+  return s;
+}
+
+void chainfd_stepper_free(chainfd_stepper* s) {
+  if (!s) return;
+  cfd_solver_free(s->solver);
+  free(s->qacc_used); free(s->diag); free(s->rk);
+  free(s);
+}
+
+void chainfd_stepper_stats(const chainfd_stepper* s, chainfd_stats* st) {
+  st->steps_chainfd = s->steps_chainfd;
+  st->steps_mujoco = s->steps_mujoco;
+  st->refusals = s->refusals;
+  st->backend = s->cfg.backend;
+  st->last_fallback = s->last_fallback;
+}
+
+void chainfd_stepper_copy_stats(chainfd_stepper* dst, const chainfd_stepper* src) {
+  dst->steps_chainfd = src->steps_chainfd;
+  dst->steps_mujoco = src->steps_mujoco;
+  dst->refusals = src->refusals;
+  dst->said = src->said;
+  memcpy(dst->last_fallback, src->last_fallback, sizeof dst->last_fallback);
+}
+
+// --- fallback --------------------------------------------------------------------------------------
+
+// MuJoCo steps (or the call is refused) for the reason in why; said once per kind and stepper.
+static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, unsigned kind,
+                     const char* why) {
+  snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+  if (s->cfg.fallback_error) {
+    s->refusals++;
+    cfd_set_last_error("%s: cannot %s exactly (fallback=error): %s", s->label,
+                       step ? "step" : "compute forward dynamics", why);
+    return CHAINFD_ERR_UNSUPPORTED;
+  }
+  if (!(s->said & kind)) {
+    s->said |= kind;
+    fprintf(stderr, "%s: using MuJoCo's %s (fallback=mujoco): %s\n", s->label,
+            step ? "mj_step" : "mj_forward", why);
+  }
+  s->steps_mujoco++;
+  if (step) mj_step(m, d);
+  else mj_forward(m, d);
+  return CHAINFD_OK;
+}
+
+static void describe_constraints(const mjData* d, char* why, int size) {
+  snprintf(why, size, "%d constraint rows are active (contacts: %d, joint/tendon limits: %d, "
+                      "equality: %d, frictionloss: %d); chainfd computes unconstrained dynamics",
+           (int)d->nefc, (int)d->ncon, (int)d->nl, (int)d->ne, (int)d->nf);
+}
+
+// --- one evaluation: mj_forward with chainfd's qacc ------------------------------------------------
+
+enum { EVAL_OK = 0, EVAL_CONSTRAINED = 1 };
+
+static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors) {
+  int nv = m->nv;
+
+  // position stage: MuJoCo's mj_fwdPosition without the mass matrix
+  d->flg_energypos = 0;
+  mj_kinematics(m, d);
+  mj_comPos(m, d);
+  mj_camlight(m, d);
+  mj_flex(m, d);
+  mj_tendon(m, d);
+  if (s->needs_mass_matrix) mj_makeM(m, d);
+  mj_collision(m, d);
+  mj_makeConstraint(m, d);  // reads M only when there are constraint rows, which end here
+  if (d->nefc > 0) return EVAL_CONSTRAINED;
+  mj_island(m, d);
+  mj_transmission(m, d);
+  if (!skip_sensors) mj_sensorPos(m, d);
+  if (!d->flg_energypos) {
+    if (enabled(m, mjENBL_ENERGY)) mj_energyPos(m, d);
+    else d->energy[0] = d->energy[1] = 0;
+  }
+
+  // velocity stage: passive forces, bias forces
+  mj_fwdVelocity(m, d);
+  if (!skip_sensors) mj_sensorVel(m, d);
+  if (enabled(m, mjENBL_ENERGY) && !d->flg_energyvel) mj_energyVel(m, d);
+
+  // actuation
+  if (mjcb_control && !disabled(m, mjDSBL_ACTUATION)) mjcb_control(m, d);
+  mj_fwdActuation(m, d);
+
+  // acceleration: qfrc_smooth as MuJoCo sums it, qacc from the chain
+  cfd_solver_gather(s->solver, m, d, &s->q, &s->qd, &s->tau);
+  for (int i = 0; i < nv; i++) d->qfrc_smooth[i] = s->tau[i] - d->qfrc_bias[i];
+  if (cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc)) {
+    // a singular or non-finite problem: qacc is NaN, which mj_checkAcc treats as MuJoCo would
+    for (int i = 0; i < nv; i++) d->qacc[i] = NAN;
+  }
+  memcpy(d->qacc_smooth, d->qacc, sizeof(double) * nv);
+  memset(d->qfrc_constraint, 0, sizeof(double) * nv);
+  memset(d->solver_niter, 0, sizeof(d->solver_niter));
+
+  if (!skip_sensors) {
+    d->flg_rnepost = 0;
+    mj_sensorAcc(m, d);
+  }
+  return EVAL_OK;
+}
+
+// --- integrator pieces -------------------------------------------------------------------------------
+
+// Damping of dof i as MuJoCo's passive force sees it: the joint's own plus that of the actuators
+// acting on the joint (times gear^2), linear coefficient and polynomial terms.
+static double dof_damping(const mjModel* m, int i, double poly[mjNPOLY]) {
+  double damping = m->dof_damping[i];
+  for (int k = 0; k < mjNPOLY; k++) poly[k] = m->dof_dampingpoly[mjNPOLY * i + k];
+  int jnt = m->dof_jntid[i];
+  int owner = m->jnt_actuatorid[jnt];  // -1: none; >= 0: that actuator; < -1: several, search
+  if (owner == -1) return damping;
+  for (int a = owner >= 0 ? owner : 0; a < (owner >= 0 ? owner + 1 : m->nu); a++) {
+    if (owner < 0 && (m->actuator_trnid[2 * a] != jnt ||
+                      (m->actuator_trntype[a] != mjTRN_JOINT &&
+                       m->actuator_trntype[a] != mjTRN_JOINTINPARENT)))
+      continue;
+    double gear = m->actuator_gear[6 * m->actuator_outadr[a]];
+    damping += m->actuator_damping[a] * gear * gear;
+    for (int k = 0; k < mjNPOLY; k++) poly[k] += m->actuator_dampingpoly[mjNPOLY * a + k] * gear * gear;
+  }
+  return damping;
+}
+
+// d/dv of the damping force magnitude v * (b + p1 |v| + p2 |v|^2 ...)
+static double damping_slope(double linear, const double poly[mjNPOLY], double v) {
+  double x = fabs(v), slope = linear, xpow = 1;
+  for (int k = 0; k < mjNPOLY; k++) {
+    xpow *= x;
+    slope += (k + 2) * poly[k] * xpow;
+  }
+  return slope;
+}
+
+// Euler: diag = h * dB/dv when MuJoCo integrates damping implicitly; 0 when it does not.
+static int euler_damping_diag(const mjModel* m, const mjData* d, double* diag) {
+  if (disabled(m, mjDSBL_EULERDAMP) || disabled(m, mjDSBL_DAMPER)) return 0;
+  int any = 0;
+  for (int i = 0; i < m->nv && !any; i++) {
+    any = m->dof_damping[i] > 0 || m->jnt_actuatorid[m->dof_jntid[i]] != -1;
+    for (int k = 0; k < mjNPOLY; k++) any |= m->dof_dampingpoly[mjNPOLY * i + k] != 0;
+  }
+  if (!any) return 0;
+  double h = m->opt.timestep, poly[mjNPOLY];
+  for (int i = 0; i < m->nv; i++) {
+    double b = dof_damping(m, i, poly);
+    diag[i] = h * damping_slope(b, poly, d->qvel[i]);
+  }
+  return 1;
+}
+
+static double next_activation(const mjModel* m, const mjData* d, int actuator, int adr,
+                              double act_dot) {
+  double act = d->act[adr], h = m->opt.timestep;
+  if (m->actuator_dyntype[actuator] == mjDYN_FILTEREXACT) {
+    double tau = fmax(mjMINVAL, m->actuator_dynprm[mjNDYN * actuator]);
+    act += act_dot * tau * (1 - exp(-h / tau));
+  } else {
+    act += act_dot * h;
+  }
+  if (m->actuator_actlimited[actuator]) {
+    const double* range = m->actuator_actrange + 2 * actuator;
+    act = fmin(fmax(act, range[0]), range[1]);
+  }
+  return act;
+}
+
+// implicitfast: diag = -h * diag(qDeriv); returns 1 when the derivative is not diagonal here.
+static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, char* why, int size) {
+  int nv = m->nv;
+  double h = m->opt.timestep;
+  for (int i = 0; i < nv; i++) diag[i] = 0;  // -qDeriv, accumulated
+
+  if (!disabled(m, mjDSBL_DAMPER)) {
+    double poly[mjNPOLY];
+    for (int i = 0; i < nv; i++) diag[i] += damping_slope(dof_damping(m, i, poly), poly, d->qvel[i]);
+  }
+  if (!disabled(m, mjDSBL_ACTUATION)) {
+    for (int a = 0; a < m->nu; a++) {
+      if (actuator_group_disabled(m, a)) continue;
+      int out = m->actuator_outadr[a];
+      if (m->actuator_forcelimited[a]) {  // a saturated force does not vary
+        const double* range = m->actuator_forcerange + 2 * a;
+        double f = d->actuator_force[out];
+        if (f <= range[0] || f >= range[1]) continue;
+      }
+      double bias_vel = 0, gain_vel = 0;
+      if (m->actuator_biastype[a] == mjBIAS_AFFINE) bias_vel = m->actuator_biasprm[mjNBIAS * a + 2];
+      if (m->actuator_gaintype[a] == mjGAIN_AFFINE) gain_vel = m->actuator_gainprm[mjNGAIN * a + 2];
+      if (gain_vel != 0) {
+        if (m->actuator_dyntype[a] == mjDYN_NONE) {
+          bias_vel += gain_vel * d->ctrl[m->actuator_ctrladr[a]];
+        } else {
+          int adr = m->actuator_actadr[a] + m->actuator_actnum[a] - 1;
+          double act = m->actuator_actearly[a] ? next_activation(m, d, a, adr, d->act_dot[adr])
+                                               : d->act[adr];
+          bias_vel += gain_vel * act;
+        }
+      }
+      if (bias_vel == 0) continue;
+      for (int k = 0; k < m->actuator_outnum[a]; k++) {
+        int row = out + k;
+        if (d->moment_rownnz[row] != 1) {
+          char nm[128];
+          snprintf(why, size, "implicitfast: actuator %s moves %d dofs, so its velocity derivative "
+                              "is not diagonal", name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm),
+                   d->moment_rownnz[row]);
+          return 1;
+        }
+        int adr = d->moment_rowadr[row];
+        double g = d->actuator_moment[adr];
+        diag[d->moment_colind[adr]] -= g * g * bias_vel;
+      }
+    }
+  }
+  for (int i = 0; i < nv; i++) diag[i] *= h;
+  return 0;
+}
+
+// MuJoCo's mj_advance: activations, velocities, positions (with qvel_pos when given), time, plugin
+// states, warmstart.
+static void advance(const mjModel* m, mjData* d, const double* act_dot, const double* qacc,
+                    const double* qvel_pos) {
+  double h = m->opt.timestep;
+  if (m->na && !disabled(m, mjDSBL_ACTUATION)) {
+    for (int a = 0; a < m->nu; a++) {
+      int begin = m->actuator_actadr[a], end = begin + m->actuator_actnum[a];
+      for (int j = begin; j < end; j++)
+        d->act[j] = next_activation(m, d, a, j, actuator_group_disabled(m, a) ? 0 : act_dot[j]);
+    }
+  }
+  for (int i = 0; i < m->nv; i++) d->qvel[i] += h * qacc[i];
+  mj_integratePos(m, d->qpos, qvel_pos ? qvel_pos : d->qvel, h);
+  d->time += h;
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* plugin = mjp_getPluginAtSlot(m->plugin[i]);
+    if (plugin && plugin->advance) plugin->advance(m, d, i);
+  }
+  memcpy(d->qacc_warmstart, d->qacc, sizeof(double) * m->nv);
+}
+
+// qacc with the joint-diagonal term diag, from the last evaluation's state.
+static void solve_with_diag(chainfd_stepper* s, const mjModel* m, const double* diag, double* qacc) {
+  if (cfd_solver_fd(s->solver, s->q, s->qd, s->tau, diag, qacc))
+    for (int i = 0; i < m->nv; i++) qacc[i] = NAN;
+}
+
+// --- RK4 -----------------------------------------------------------------------------------------
+
+// MuJoCo's classical Runge-Kutta tableau (A lower triangular, by rows; B weights; C = row sums)
+static const double rk4_a[3][3] = {{0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 1}};
+static const double rk4_b[4] = {1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0};
+static const double rk4_c[3] = {0.5, 0.5, 1};
+
+static void add_scaled(double* dst, const double* src, double scale, int n) {
+  for (int i = 0; i < n; i++) dst[i] += scale * src[i];
+}
+
+// Returns EVAL_CONSTRAINED (state restored) when an intermediate evaluation has constraint rows.
+static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
+  int nq = m->nq, nv = m->nv, na = m->na, nx = nq + nv + na, nf = nv + na;
+  double h = m->opt.timestep, time0 = d->time;
+  double *X[4], *F[4], *dX = s->rk + 4 * nx + 4 * nf;
+  for (int i = 0; i < 4; i++) {
+    X[i] = s->rk + i * nx;
+    F[i] = s->rk + 4 * nx + i * nf;
+  }
+  memcpy(X[0], d->qpos, sizeof(double) * nq);
+  memcpy(X[0] + nq, d->qvel, sizeof(double) * nv);
+  memcpy(X[0] + nq + nv, d->act, sizeof(double) * na);
+  memcpy(F[0], d->qacc, sizeof(double) * nv);
+  memcpy(F[0] + nv, d->act_dot, sizeof(double) * na);
+
+  for (int i = 1; i < 4; i++) {
+    memset(dX, 0, sizeof(double) * (2 * nv + na));
+    for (int j = 0; j < i; j++) {
+      add_scaled(dX, X[j] + nq, rk4_a[i - 1][j], nv);
+      add_scaled(dX + nv, F[j], rk4_a[i - 1][j], nv + na);
+    }
+    memcpy(X[i], X[0], sizeof(double) * nx);
+    mj_integratePos(m, X[i], dX, h);
+    add_scaled(X[i] + nq, dX + nv, h, nv + na);
+
+    memcpy(d->qpos, X[i], sizeof(double) * nq);
+    memcpy(d->qvel, X[i] + nq, sizeof(double) * nv);
+    memcpy(d->act, X[i] + nq + nv, sizeof(double) * na);
+    d->time = time0 + rk4_c[i - 1] * h;
+    if (evaluate(s, m, d, 1) == EVAL_CONSTRAINED) {
+      memcpy(d->qpos, X[0], sizeof(double) * nq);
+      memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
+      memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
+      d->time = time0;
+      return EVAL_CONSTRAINED;
+    }
+    memcpy(F[i], d->qacc, sizeof(double) * nv);
+    memcpy(F[i] + nv, d->act_dot, sizeof(double) * na);
+  }
+
+  memset(dX, 0, sizeof(double) * (2 * nv + na));
+  for (int j = 0; j < 4; j++) {
+    add_scaled(dX, X[j] + nq, rk4_b[j], nv);
+    add_scaled(dX + nv, F[j], rk4_b[j], nv + na);
+  }
+  d->time = time0;
+  memcpy(d->qpos, X[0], sizeof(double) * nq);
+  memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
+  memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
+  advance(m, d, dX + 2 * nv, dX + nv, dX);
+  return EVAL_OK;
+}
+
+// --- entry points ------------------------------------------------------------------------------------
+
+static int check_model(chainfd_stepper* s, const mjModel* m) {
+  if (m->nq != s->nq || m->nv != s->nv || m->na != s->na || m->nu != s->nu || m->nbody != s->nbody) {
+    cfd_set_last_error("%s: this stepper was made for another model (nq=%ld nv=%ld, not nq=%ld nv=%ld)",
+                       s->label, (long)s->nq, (long)s->nv, (long)m->nq, (long)m->nv);
+    return 1;
+  }
+  return 0;
+}
+
+// "" when chainfd can compute (step: and step) this model with these options; the reason otherwise.
+static const char* static_refusal(chainfd_stepper* s, const mjModel* m, int step) {
+  refresh_for_options(s, m);
+  if (!s->solver) return s->model_refusal;
+  return step ? s->step_refusal : s->forward_refusal;
+}
+
+int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
+  if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  const char* why = static_refusal(s, m, 0);
+  if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
+  if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+    char msg[MSG_SIZE];
+    describe_constraints(d, msg, sizeof msg);
+    return hand_over(s, m, d, 0, SAID_CONSTRAINT, msg);
+  }
+  s->steps_chainfd++;
+  return CHAINFD_OK;
+}
+
+int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
+  if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  const char* why = static_refusal(s, m, 1);
+  if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
+
+  mj_checkPos(m, d);
+  mj_checkVel(m, d);
+  char msg[MSG_SIZE];
+  if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+    describe_constraints(d, msg, sizeof msg);
+    return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
+  }
+  // bad qacc: MuJoCo warns, resets and runs mj_forward; redo that forward with chainfd
+  int resets = d->warning[mjWARN_BADQACC].number;
+  mj_checkAcc(m, d);
+  if (d->warning[mjWARN_BADQACC].number != resets && !disabled(m, mjDSBL_AUTORESET)) {
+    if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+      describe_constraints(d, msg, sizeof msg);
+      return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
+    }
+  }
+
+  switch (m->opt.integrator) {
+    case mjINT_EULER:
+      if (euler_damping_diag(m, d, s->diag)) {
+        solve_with_diag(s, m, s->diag, s->qacc_used);
+        advance(m, d, d->act_dot, s->qacc_used, NULL);
+      } else {
+        advance(m, d, d->act_dot, d->qacc, NULL);
+      }
+      break;
+    case mjINT_IMPLICITFAST:
+      if (implicitfast_diag(m, d, s->diag, msg, sizeof msg))
+        return hand_over(s, m, d, 1, SAID_SOLVER, msg);  // d's state is still the step's start
+      solve_with_diag(s, m, s->diag, s->qacc_used);
+      advance(m, d, d->act_dot, s->qacc_used, NULL);
+      break;
+    case mjINT_RK4:
+      if (rk4(s, m, d) == EVAL_CONSTRAINED) {
+        snprintf(msg, sizeof msg, "constraint rows become active inside the RK4 step");
+        return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
+      }
+      break;
+  }
+  s->steps_chainfd++;
+  return CHAINFD_OK;
+}

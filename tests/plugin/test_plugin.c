@@ -1,0 +1,522 @@
+// The chainfd plugin declared in MJCF and stepped through chainfd_step / chainfd_forward (the test is
+// linked to libchainfd_plugin.so, whose constructor registers the plugin):
+//   - the scenes (and two test models) with the plugin declared, every integrator, against mj_step
+//     (the 7-dof arms within 1e-9 in qpos after 100 steps) and mj_forward
+//   - every config value error: a clear message, mjData byte for byte untouched; unknown keys
+//     rejected by MuJoCo's compiler; the short back-end names mapped onto the table
+//   - fallback=mujoco / fallback=error with a contact, an active joint limit, a branching model and
+//     options chainfd does not reproduce; a trajectory that runs into a limit and out again
+//   - mj_copyData, mj_resetData, mj_deleteData of the per-mjData state
+//   - 8 threads, each stepping its own mjData, equal to the serial run bit for bit
+//   - bad states (NaN qvel, NaN qfrc_applied): MuJoCo's warnings and resets
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mujoco/mjxmacro.h>
+
+#include "chainfd.h"
+#include "test_util.h"
+
+static char last_warning[1024];
+static int warnings;
+static void quiet_warning(const char* msg) {  // keeps MUJOCO_LOG.TXT out of the build tree
+  snprintf(last_warning, sizeof last_warning, "%s", msg);
+  warnings++;
+}
+
+// --- models ---------------------------------------------------------------------------------------
+
+// A 3-link arm; %s: the <config> lines, then the <option> attributes, then extra worldbody content
+// and the first joint's extra attributes.
+static const char* chain_template =
+    "<mujoco>"
+    "  <extension><plugin plugin=\"chainfd\"><instance name=\"fd\">%s</instance></plugin></extension>"
+    "  <option timestep=\"0.002\" %s/>"
+    "  <default><geom type=\"capsule\" size=\"0.03\"/><joint damping=\"0.2\" armature=\"0.01\"/></default>"
+    "  <worldbody>%s"
+    "    <body name=\"l1\" pos=\"0 0 1\">"
+    "      <joint name=\"j1\" axis=\"0 1 0\" %s/>"
+    "      <geom fromto=\"0 0 0 0.3 0 0\" contype=\"0\" conaffinity=\"0\"/>"
+    "      <body name=\"l2\" pos=\"0.3 0 0\">"
+    "        <joint name=\"j2\" axis=\"1 0 0\"/>"
+    "        <geom fromto=\"0 0 0 0.3 0 0\" contype=\"0\" conaffinity=\"0\"/>"
+    "        <body name=\"l3\" pos=\"0.3 0 0\">"
+    "          <joint name=\"j3\" axis=\"0 1 0\"/>"
+    "          <geom name=\"tip\" fromto=\"0 0 0 0.3 0 0\"/>"
+    "        </body>"
+    "      </body>"
+    "    </body>"
+    "  </worldbody>"
+    "  <actuator><position joint=\"j1\" kp=\"10\" kv=\"1\"/><motor joint=\"j3\"/></actuator>"
+    "</mujoco>";
+
+static mjModel* compile(const char* xml, char* err, int err_size) {
+  mjSpec* spec = mj_parseXMLString(xml, NULL, err, err_size);
+  if (!spec) return NULL;
+  mjModel* m = mj_compile(spec, NULL);
+  if (!m) snprintf(err, err_size, "%s", mjs_getError(spec));
+  mj_deleteSpec(spec);
+  return m;
+}
+
+static mjModel* chain_model(const char* config, const char* option, const char* world,
+                            const char* joint1) {
+  static char xml[8192];
+  char err[1024];
+  snprintf(xml, sizeof xml, chain_template, config, option, world, joint1);
+  mjModel* m = compile(xml, err, sizeof err);
+  EXPECT(m != NULL, "compile: %s", err);
+  return m;
+}
+
+static mjModel* load_file(const char* path) {
+  char err[1024];
+  mjModel* m = mj_loadXML(path, NULL, err, sizeof err);
+  EXPECT(m != NULL, "load %s: %s", path, err);
+  return m;
+}
+
+static double max_abs_diff(const double* a, const double* b, int n) {
+  double e = 0;
+  for (int i = 0; i < n; i++) {
+    double x = fabs(a[i] - b[i]);
+    if (!(x <= e)) e = x;
+  }
+  return e;
+}
+
+static void set_state(const mjModel* m, mjData* d, double scale) {
+  for (int i = 0; i < m->nq; i++) d->qpos[i] = m->qpos0[i] + scale * sin(1.3 * i + 0.4);
+  for (int i = 0; i < m->nv; i++) d->qvel[i] = scale * cos(0.7 * i + 0.1);
+  for (int i = 0; i < m->nu; i++) d->ctrl[i] = 0.3 * sin(i + 1.0);
+}
+
+// mjData as chainfd must leave it: every array (except plugin_data, which holds each mjData's own
+// chainfd state) and the scalars that a step changes.
+static int same_data(const mjModel* m, const mjData* a, const mjData* b) {
+  int same = 1;
+#define X(type, name, nr, nc)                                                        \
+  if (strcmp(#name, "plugin_data") &&                                                 \
+      memcmp(a->name, b->name, sizeof(type) * (size_t)(m->nr) * (nc))) {             \
+    fprintf(stderr, "mjData field %s differs\n", #name);                             \
+    same = 0;                                                                          \
+  }
+  MJDATA_POINTERS
+#undef X
+  return same && a->time == b->time && !memcmp(a->warning, b->warning, sizeof(a->warning)) &&
+         a->ncon == b->ncon && a->nefc == b->nefc && !memcmp(a->energy, b->energy, sizeof(a->energy));
+}
+
+// the integration state (what mj_step reads and writes)
+static int same_state(const mjModel* m, const mjData* a, const mjData* b) {
+  int n = mj_stateSize(m, mjSTATE_INTEGRATION);
+  double* sa = malloc(sizeof(double) * (n + 1));
+  double* sb = malloc(sizeof(double) * (n + 1));
+  mj_getState(m, a, sa, mjSTATE_INTEGRATION);
+  mj_getState(m, b, sb, mjSTATE_INTEGRATION);
+  int same = !memcmp(sa, sb, sizeof(double) * n);
+  free(sa);
+  free(sb);
+  return same;
+}
+
+// --- the scenes, through the plugin ------------------------------------------------------------------
+
+// Every scene with the plugin declared, every integrator: chainfd_step against mj_step over 100 steps
+// (the arms within 1e-9 in qpos, the others 1e-8), then chainfd_forward against mj_forward.
+static void test_scenes(void) {
+  static const struct { const char* file; double tol; } scenes[] = {
+      {CHAINFD_PLUGIN_TESTS "/arm7_plugin.xml", 1e-9},
+      {CHAINFD_PLUGIN_TESTS "/servo_arm_plugin.xml", 1e-9},
+      {CHAINFD_PLUGIN_TESTS "/double_pendulum_plugin.xml", 1e-8},
+      {CHAINFD_PLUGIN_TESTS "/slide_hinge_plugin.xml", 1e-8},
+      {CHAINFD_PLUGIN_TESTS "/actuation_plugin.xml", 1e-8},
+  };
+  static const int kinds[3] = {mjINT_EULER, mjINT_IMPLICITFAST, mjINT_RK4};
+  static const char* kind_names[3] = {"Euler", "implicitfast", "RK4"};
+  for (int sc = 0; sc < (int)(sizeof(scenes) / sizeof(scenes[0])); sc++) {
+    mjModel* m = load_file(scenes[sc].file);
+    if (!m) continue;
+    EXPECT(m->nplugin == 1, "nplugin %d", (int)m->nplugin);
+    const char* short_name = strrchr(scenes[sc].file, '/') + 1;
+    for (int k = 0; k < 3; k++) {
+      m->opt.integrator = kinds[k];
+      mjData* ref = mj_makeData(m);
+      mjData* got = mj_makeData(m);
+      set_state(m, ref, 0.5);
+      set_state(m, got, 0.5);
+      double dq = 0;
+      for (int t = 0; t < 100; t++) {
+        mj_step(m, ref);
+        int status = chainfd_step(m, got);
+        EXPECT(status == 0, "%s step %d: %s", short_name, t, chainfd_last_error());
+        if (status) break;
+        double e = max_abs_diff(got->qpos, ref->qpos, m->nq);
+        if (!(e <= dq)) dq = e;
+      }
+      printf("%-28s %-12s max |dqpos| = %.3e over 100 steps\n", short_name, kind_names[k], dq);
+      EXPECT(dq <= scenes[sc].tol, "%s %s: max |dqpos| %.3e", short_name, kind_names[k], dq);
+      chainfd_stats st;
+      EXPECT(chainfd_get_stats(m, got, &st) == 0, "stats");
+      EXPECT(st.steps_chainfd == 100 && st.steps_mujoco == 0 && !strcmp(st.backend, "cpu.fast"),
+             "stats: %lld chainfd, %lld MuJoCo, backend %s", st.steps_chainfd, st.steps_mujoco,
+             st.backend);
+
+      // chainfd_forward against mj_forward in the state reached
+      mj_copyData(ref, m, got);
+      mj_forward(m, ref);
+      EXPECT(chainfd_forward(m, got) == 0, "forward: %s", chainfd_last_error());
+      EXPECT(rel_err_inf(got->qacc, ref->qacc, m->nv) <= 1e-10, "%s forward qacc %.3e", short_name,
+             rel_err_inf(got->qacc, ref->qacc, m->nv));
+      EXPECT(rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata) <= 1e-9,
+             "%s forward sensors %.3e", short_name,
+             rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata));
+      EXPECT(rel_err_inf(got->qfrc_smooth, ref->qfrc_smooth, m->nv) <= 1e-12, "qfrc_smooth");
+      EXPECT(rel_err_inf(got->energy, ref->energy, 2) <= 1e-12, "energy");
+      mj_deleteData(ref);
+      mj_deleteData(got);
+    }
+    mj_deleteModel(m);
+  }
+}
+
+// --- configuration ---------------------------------------------------------------------------------
+
+static void test_config_errors(void) {
+  static const struct { const char* config; const char* expect; } bad[] = {
+      {"<config key=\"backend\" value=\"xyz\"/>", "backend='xyz' is not one of"},
+      {"<config key=\"backend\" value=\"CFA\"/>", "backend='CFA'"},
+      {"<config key=\"precision\" value=\"half\"/>", "precision='half' is not one of"},
+      {"<config key=\"precision\" value=\"float\"/>", "precision='float' is a GPU option"},
+      {"<config key=\"precision\" value=\"float\"/><config key=\"device\" value=\"0\"/>",
+       "precision='float' is a GPU option"},
+      {"<config key=\"device\" value=\"gpu\"/>", "device='gpu' is not one of"},
+      {"<config key=\"device\" value=\"-1\"/>", "device='-1' is not one of"},
+      {"<config key=\"device\" value=\"0\"/><config key=\"backend\" value=\"cfa\"/>",
+       "no GPU back end"},
+      {"<config key=\"device\" value=\"3\"/><config key=\"backend\" value=\"jsiia\"/>",
+       "device='3' asks for a GPU"},
+      {"<config key=\"device\" value=\"0\"/><config key=\"backend\" value=\"cpu\"/>",
+       "runs on the CPU"},
+      {"<config key=\"fallback\" value=\"maybe\"/>", "fallback='maybe' is not one of"},
+  };
+  for (int i = 0; i < (int)(sizeof(bad) / sizeof(bad[0])); i++) {
+    mjModel* m = chain_model(bad[i].config, "", "", "");
+    if (!m) continue;
+    mjData* d = mj_makeData(m);  // an invalid value must not make mj_makeData fail (or abort)
+    set_state(m, d, 0.3);
+    mj_forward(m, d);
+    mjData* before = mj_copyData(NULL, m, d);
+    int status = chainfd_step(m, d);
+    EXPECT(status == CHAINFD_ERR_CONFIG, "%s: status %d", bad[i].config, status);
+    EXPECT(strstr(chainfd_last_error(), bad[i].expect) != NULL, "%s: message '%s'", bad[i].config,
+           chainfd_last_error());
+    EXPECT(strstr(chainfd_last_error(), "'fd'") != NULL, "message names the instance: '%s'",
+           chainfd_last_error());
+    EXPECT(same_data(m, d, before), "%s: mjData changed", bad[i].config);
+    EXPECT(chainfd_forward(m, d) == CHAINFD_ERR_CONFIG, "%s: forward", bad[i].config);
+    EXPECT(same_data(m, d, before), "%s: mjData changed by forward", bad[i].config);
+    chainfd_stats st;
+    EXPECT(chainfd_get_stats(m, d, &st) == 0 && strstr(st.last_fallback, bad[i].expect),
+           "stats carry the error");
+    printf("config %s -> %s\n", bad[i].config, chainfd_last_error());
+    mj_deleteData(before);
+    mj_deleteData(d);
+    mj_deleteModel(m);
+  }
+
+  // unknown keys: MuJoCo's compiler rejects them, naming the key
+  {
+    char xml[8192], err[1024];
+    snprintf(xml, sizeof xml, chain_template, "<config key=\"backnd\" value=\"cfa\"/>", "", "", "");
+    mjModel* m = compile(xml, err, sizeof err);
+    EXPECT(m == NULL && strstr(err, "backnd"), "unknown key: %s", m ? "accepted" : err);
+    printf("unknown key -> %s\n", err);
+    if (m) mj_deleteModel(m);
+  }
+
+  // the short names onto the table; auto with a GPU device index runs on the CPU (said once)
+  static const struct { const char* config; const char* backend; } good[] = {
+      {"", "cpu.fast"},
+      {"<config key=\"backend\" value=\"auto\"/><config key=\"device\" value=\"cpu\"/>", "cpu.fast"},
+      {"<config key=\"backend\" value=\"auto\"/><config key=\"device\" value=\"0\"/>", "cpu.fast"},
+      {"<config key=\"backend\" value=\"cpu\"/>", "cpu.fast"},
+      {"<config key=\"backend\" value=\"cfa\"/>", "cpu.cfa"},
+      {"<config key=\"backend\" value=\"abia\"/><config key=\"device\" value=\"cpu\"/>", "cpu.abia"},
+      {"<config key=\"backend\" value=\"jsiia\"/><config key=\"precision\" value=\"double\"/>",
+       "cpu.jsiia"},
+      {"<config key=\"backend\" value=\"cpu.jsiia\"/>", "cpu.jsiia"},
+  };
+  for (int i = 0; i < (int)(sizeof(good) / sizeof(good[0])); i++) {
+    mjModel* m = chain_model(good[i].config, "", "", "");
+    if (!m) continue;
+    mjData* d = mj_makeData(m);
+    mjData* ref = mj_makeData(m);
+    set_state(m, d, 0.3);
+    set_state(m, ref, 0.3);
+    for (int t = 0; t < 20; t++) {
+      EXPECT(chainfd_step(m, d) == 0, "%s: %s", good[i].config, chainfd_last_error());
+      mj_step(m, ref);
+    }
+    chainfd_stats st;
+    chainfd_get_stats(m, d, &st);
+    EXPECT(!strcmp(st.backend, good[i].backend) && st.steps_chainfd == 20, "%s: backend %s, %lld steps",
+           good[i].config, st.backend, st.steps_chainfd);
+    EXPECT(max_abs_diff(d->qpos, ref->qpos, m->nq) <= 1e-10, "%s: qpos", good[i].config);
+    mj_deleteData(ref);
+    mj_deleteData(d);
+    mj_deleteModel(m);
+  }
+
+  // no instance at all
+  {
+    char err[1024];
+    mjModel* m = compile("<mujoco><worldbody><body><joint/><geom size=\"0.1\"/></body></worldbody>"
+                         "</mujoco>", err, sizeof err);
+    EXPECT(m != NULL, "%s", err);
+    if (m) {
+      mjData* d = mj_makeData(m);
+      mjData* before = mj_copyData(NULL, m, d);
+      EXPECT(chainfd_step(m, d) == CHAINFD_ERR_NO_INSTANCE, "no instance");
+      EXPECT(strstr(chainfd_last_error(), "declares no chainfd plugin instance"), "%s",
+             chainfd_last_error());
+      EXPECT(same_data(m, d, before), "mjData changed");
+      chainfd_stats st;
+      EXPECT(chainfd_get_stats(m, d, &st) == CHAINFD_ERR_NO_INSTANCE, "stats without instance");
+      mj_deleteData(before);
+      mj_deleteData(d);
+      mj_deleteModel(m);
+    }
+  }
+}
+
+// --- fallback ------------------------------------------------------------------------------------------
+
+static const char* fallback_mujoco = "<config key=\"fallback\" value=\"mujoco\"/>";
+static const char* fallback_error = "<config key=\"fallback\" value=\"error\"/>";
+
+// With fallback=mujoco every step is mj_step's, bit for bit; with fallback=error the first step is
+// refused and mjData keeps its integration state (exact: whole mjData when whole_data).
+// forward_too: the reason applies to chainfd_forward as well (not an integrator's).
+static void expect_fallback(const char* what, const char* option, const char* world,
+                            const char* joint1, double scale, const char* reason, int whole_data,
+                            int forward_too) {
+  for (int mode = 0; mode < 2; mode++) {
+    mjModel* m = chain_model(mode ? fallback_error : fallback_mujoco, option, world, joint1);
+    if (!m) return;
+    mjData* d = mj_makeData(m);
+    set_state(m, d, scale);
+    mj_forward(m, d);
+    if (mode == 0) {
+      mjData* ref = mj_copyData(NULL, m, d);
+      for (int t = 0; t < 30; t++) {
+        mj_step(m, ref);
+        EXPECT(chainfd_step(m, d) == 0, "%s: %s", what, chainfd_last_error());
+      }
+      EXPECT(same_state(m, d, ref), "%s: fallback=mujoco differs from mj_step", what);
+      chainfd_stats st;
+      chainfd_get_stats(m, d, &st);
+      EXPECT(st.steps_mujoco == 30 && st.steps_chainfd == 0, "%s: %lld MuJoCo steps, %lld chainfd",
+             what, st.steps_mujoco, st.steps_chainfd);
+      EXPECT(strstr(st.last_fallback, reason) != NULL, "%s: reason '%s'", what, st.last_fallback);
+      mj_deleteData(ref);
+    } else {
+      mjData* before = mj_copyData(NULL, m, d);
+      int status = chainfd_step(m, d);
+      EXPECT(status == CHAINFD_ERR_UNSUPPORTED, "%s: fallback=error status %d", what, status);
+      EXPECT(strstr(chainfd_last_error(), reason) && strstr(chainfd_last_error(), "fallback=error"),
+             "%s: message '%s'", what, chainfd_last_error());
+      EXPECT(same_state(m, d, before), "%s: fallback=error changed the state", what);
+      if (whole_data) EXPECT(same_data(m, d, before), "%s: fallback=error changed mjData", what);
+      if (forward_too) {
+        EXPECT(chainfd_forward(m, d) == CHAINFD_ERR_UNSUPPORTED, "%s: forward", what);
+        EXPECT(same_state(m, d, before), "%s: forward changed the state", what);
+      } else {
+        EXPECT(chainfd_forward(m, d) == 0, "%s: forward: %s", what, chainfd_last_error());
+      }
+      printf("%s, fallback=error -> %s\n", what, chainfd_last_error());
+      mj_deleteData(before);
+    }
+    mj_deleteData(d);
+    mj_deleteModel(m);
+  }
+}
+
+static void test_fallback(void) {
+  // the tip rests on a floor: a contact
+  expect_fallback("contact", "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>",
+                  "", 0.0, "contacts: ", 0, 1);
+  // j1 starts beyond its range: a limit
+  expect_fallback("joint limit", "", "", "limited=\"true\" range=\"-0.1 0.1\"", 1.0,
+                  "limits: ", 0, 1);
+  // frictionloss: a constraint row in every state
+  expect_fallback("frictionloss", "", "", "frictionloss=\"0.1\"", 0.3, "frictionloss: ", 0, 1);
+  // options chainfd does not reproduce: refused before anything is computed
+  expect_fallback("implicit", "integrator=\"implicit\"", "", "", 0.3, "integrator implicit", 1, 0);
+  expect_fallback("fluid + implicitfast", "integrator=\"implicitfast\" density=\"1000\"", "", "",
+                  0.3, "fluid", 1, 0);
+  // a model the chain adapter refuses: a branch
+  expect_fallback("branch", "", "<body name=\"side\" pos=\"0 1 1\"><joint name=\"js\"/>"
+                  "<geom type=\"sphere\" size=\"0.05\"/></body>", "", 0.3, "branches the chain", 1, 1);
+  // a ball joint
+  expect_fallback("ball", "", "<body name=\"ballb\" pos=\"0 1 1\"><joint name=\"jb\" type=\"ball\"/>"
+                  "<geom type=\"sphere\" size=\"0.05\"/></body>", "", 0.3, "ball joint", 1, 1);
+
+  // into a limit and out again: chainfd steps, MuJoCo steps, chainfd steps; still mj_step's result
+  {
+    mjModel* m = chain_model(fallback_mujoco, "gravity=\"0 0 0\"", "",
+                             "limited=\"true\" range=\"-11.5 11.5\" damping=\"0\"");
+    if (m) {
+      mjData* d = mj_makeData(m);
+      mjData* ref = mj_makeData(m);
+      d->qvel[0] = ref->qvel[0] = 2.0;  // hits the upper limit within 0.1 s, bounces back
+      double dq = 0;
+      for (int t = 0; t < 300; t++) {
+        mj_step(m, ref);
+        EXPECT(chainfd_step(m, d) == 0, "limit run: %s", chainfd_last_error());
+        double e = max_abs_diff(d->qpos, ref->qpos, m->nq);
+        if (!(e <= dq)) dq = e;
+      }
+      chainfd_stats st;
+      chainfd_get_stats(m, d, &st);
+      printf("limit run: %lld chainfd steps, %lld MuJoCo steps, max |dqpos| %.3e\n",
+             st.steps_chainfd, st.steps_mujoco, dq);
+      EXPECT(st.steps_chainfd > 10 && st.steps_mujoco > 10, "both paths used");
+      EXPECT(dq <= 1e-10, "limit run: max |dqpos| %.3e", dq);
+      mj_deleteData(ref);
+      mj_deleteData(d);
+      mj_deleteModel(m);
+    }
+  }
+}
+
+// --- copy, reset, destroy ------------------------------------------------------------------------------
+
+static void test_copy_reset(void) {
+  mjModel* m = load_file(CHAINFD_PLUGIN_TESTS "/servo_arm_plugin.xml");
+  if (!m) return;
+  mjData* a = mj_makeData(m);
+  set_state(m, a, 0.4);
+  for (int t = 0; t < 10; t++) chainfd_step(m, a);
+  mjData* b = mj_copyData(NULL, m, a);  // a new mjData: init, then copy
+  mjData* c = mj_makeData(m);
+  mj_copyData(c, m, a);                 // an existing one: copy into its own state
+  chainfd_stats sa, sb;
+  chainfd_get_stats(m, a, &sa);
+  chainfd_get_stats(m, b, &sb);
+  EXPECT(sb.steps_chainfd == sa.steps_chainfd, "copied counters");
+  EXPECT(a->plugin_data[0] != b->plugin_data[0] && a->plugin_data[0] != c->plugin_data[0],
+         "each mjData has its own chainfd state");
+  for (int t = 0; t < 50; t++) {
+    EXPECT(chainfd_step(m, a) == 0 && chainfd_step(m, b) == 0 && chainfd_step(m, c) == 0, "%s",
+           chainfd_last_error());
+  }
+  EXPECT(same_state(m, a, b) && same_state(m, a, c), "copies step identically");
+  mj_deleteData(a);  // b and c keep working after a's state is freed
+  EXPECT(chainfd_step(m, b) == 0 && chainfd_step(m, c) == 0, "after deleting the original");
+
+  mj_resetData(m, b);
+  mjData* fresh = mj_makeData(m);
+  for (int t = 0; t < 50; t++) {
+    EXPECT(chainfd_step(m, b) == 0 && chainfd_step(m, fresh) == 0, "%s", chainfd_last_error());
+  }
+  EXPECT(same_state(m, b, fresh), "reset mjData steps as a new one");
+  mj_deleteData(fresh);
+  mj_deleteData(c);
+  mj_deleteData(b);
+  mj_deleteModel(m);
+}
+
+// --- threads -----------------------------------------------------------------------------------------
+
+#define NTHREAD 8
+#define THREAD_STEPS 200
+
+typedef struct thread_job {
+  const mjModel* m;
+  mjData* d;
+  int failed;
+} thread_job;
+
+static void* run_job(void* arg) {
+  thread_job* job = arg;
+  for (int t = 0; t < THREAD_STEPS && !job->failed; t++) job->failed = chainfd_step(job->m, job->d);
+  return NULL;
+}
+
+static void test_threads(void) {
+  mjModel* m = load_file(CHAINFD_PLUGIN_TESTS "/arm7_plugin.xml");
+  if (!m) return;
+  for (int integrator = 0; integrator < 2; integrator++) {
+    m->opt.integrator = integrator ? mjINT_RK4 : mjINT_EULER;
+    mjData *serial[NTHREAD], *parallel[NTHREAD];
+    thread_job jobs[NTHREAD];
+    pthread_t threads[NTHREAD];
+    for (int i = 0; i < NTHREAD; i++) {
+      serial[i] = mj_makeData(m);
+      parallel[i] = mj_makeData(m);
+      set_state(m, serial[i], 0.1 * (i + 1));
+      set_state(m, parallel[i], 0.1 * (i + 1));
+      thread_job serial_job = {m, serial[i], 0};
+      run_job(&serial_job);
+      EXPECT(!serial_job.failed, "serial %d", i);
+    }
+    for (int i = 0; i < NTHREAD; i++) {
+      jobs[i] = (thread_job){m, parallel[i], 0};
+      EXPECT(pthread_create(&threads[i], NULL, run_job, &jobs[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < NTHREAD; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < NTHREAD; i++) {
+      EXPECT(!jobs[i].failed, "thread %d failed", i);
+      EXPECT(same_state(m, serial[i], parallel[i]), "thread %d differs from the serial run", i);
+      mj_deleteData(serial[i]);
+      mj_deleteData(parallel[i]);
+    }
+    printf("%d threads x %d steps (%s): equal to the serial runs\n", NTHREAD, THREAD_STEPS,
+           integrator ? "RK4" : "Euler");
+  }
+  mj_deleteModel(m);
+}
+
+// --- bad states ------------------------------------------------------------------------------------------
+
+static void test_bad_state(void) {
+  mjModel* m = chain_model("", "", "", "");
+  if (!m) return;
+  for (int kind = 0; kind < 2; kind++) {
+    mjData* d = mj_makeData(m);
+    set_state(m, d, 0.3);
+    d->time = 1.5;
+    if (kind == 0) d->qvel[1] = NAN;
+    else d->qfrc_applied[2] = NAN;
+    mjData* ref = mj_copyData(NULL, m, d);
+    int before = warnings;
+    mj_step(m, ref);
+    EXPECT(chainfd_step(m, d) == 0, "%s", chainfd_last_error());
+    int w = kind == 0 ? mjWARN_BADQVEL : mjWARN_BADQACC;
+    EXPECT(d->warning[w].number == 1 && ref->warning[w].number == 1, "%s warning: %d vs %d",
+           kind ? "BADQACC" : "BADQVEL", d->warning[w].number, ref->warning[w].number);
+    EXPECT(warnings == before + 2, "MuJoCo's warning raised by both");
+    EXPECT(d->time == ref->time && max_abs_diff(d->qpos, ref->qpos, m->nq) <= 1e-12 &&
+           max_abs_diff(d->qvel, ref->qvel, m->nv) <= 1e-12, "state after the reset");
+    printf("bad %s: reset like mj_step (time %g, warning '%s')\n", kind ? "qfrc_applied" : "qvel",
+           d->time, last_warning);
+    mj_deleteData(ref);
+    mj_deleteData(d);
+  }
+  mj_deleteModel(m);
+}
+
+int main(void) {
+  mju_user_warning = quiet_warning;
+  test_scenes();
+  test_config_errors();
+  test_fallback();
+  test_copy_reset();
+  test_threads();
+  test_bad_state();
+  TEST_EXIT();
+}
