@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "chainfd_batch.h"
 #include "chainfd.h"
 #include "chain_gen.h"
 #include "commands.h"
@@ -165,29 +166,39 @@ int cfd_cmd_check(int argc, char** argv) {
   }
   m->opt.disableflags |= mjDSBL_CONSTRAINT;  // contacts, limits, equality: not chain dynamics
 
-  int nb = 0, failed = 0;
+  // the chain, the state gathering, the reference and inverse dynamics go through cpu.fast
+  cfd_solver* base = cfd_solver_create(m, "cpu.fast", err, sizeof err);
+  if (!base) {
+    printf("refused: %s\n", err);
+    mj_deleteModel(m);
+    return 1;
+  }
+  int nb = 0, ng = 0, failed = 0, skipped = 0, all = !strcmp(backend, "all");
   cfd_solver* solvers[16];
-  if (strcmp(backend, "all")) {
-    solvers[0] = cfd_solver_create(m, backend, err, sizeof err);
-    if (!solvers[0]) {
-      printf("%s refused: %s\n", backend, err);
-      mj_deleteModel(m);
-      return 1;
+  cfd_gpu_algorithm gpu_algs[3];
+  const cfd_gpu_algorithm known_gpu[3] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA};
+  for (int b = 0; b < cfd_backend_count(); b++) {
+    const char* name = cfd_backend_get(b)->name;
+    if (!all && strcmp(backend, name)) continue;
+    cfd_solver* s = cfd_solver_create(m, name, err, sizeof err);
+    if (s) solvers[nb++] = s;
+    else printf("%s refused: %s\n", name, err);
+    if (!s && !all) failed = 1;
+  }
+  for (int a = 0; a < 3; a++) {
+    const char* name = cfd_gpu_algorithm_name(known_gpu[a]);
+    if (!all && strcmp(backend, name)) continue;
+    if (cfd_gpu_device_count() == 0) {
+      printf("%s SKIPPED: no CUDA device%s\n", name, all ? "" : " (nothing checked)");
+      if (!all) skipped = 1;
+      continue;
     }
-    nb = 1;
-  } else {
-    cfd_chain c;
-    if (cfd_chain_from_model(m, &c, err, sizeof err)) {
-      printf("refused: %s\n", err);
-      mj_deleteModel(m);
-      return 1;
-    }
-    cfd_chain_free(&c);
-    for (int b = 0; b < cfd_backend_count(); b++) {
-      cfd_solver* s = cfd_solver_create(m, cfd_backend_get(b)->name, err, sizeof err);
-      if (s) solvers[nb++] = s;
-      else printf("%s refused: %s\n", cfd_backend_get(b)->name, err);
-    }
+    gpu_algs[ng++] = known_gpu[a];
+  }
+  if (!all && nb == 0 && ng == 0 && !failed) {
+    int is_gpu = !strncmp(backend, "cuda.", 5);
+    if (!is_gpu) printf("%s refused: unknown back end\n", backend);
+    failed = !is_gpu;
   }
 
   int nv = m->nv;
@@ -199,6 +210,13 @@ int cfd_cmd_check(int argc, char** argv) {
   double* tau_id = malloc(sizeof(double) * nv);
   double* id_work = malloc(sizeof(double) * cfd_id_work_size(nv));
   double* hp = malloc(sizeof(double) * nv);  // the high-precision reference
+  // every state's chain vectors, MuJoCo's qacc and the reference, for the GPU's one batch
+  size_t sn = (size_t)states * nv;
+  double* all_q = malloc(sizeof(double) * sn);
+  double* all_qd = malloc(sizeof(double) * sn);
+  double* all_tau = malloc(sizeof(double) * sn);
+  double* all_mj = malloc(sizeof(double) * sn);
+  double* all_hp = malloc(sizeof(double) * sn);
   double worst[16] = {0}, worst_ref[16] = {0}, worst_id = 0, worst_mj = 0;
   int bad_status[16] = {0};
   cfd_rng rng = {seed};
@@ -208,13 +226,18 @@ int cfd_cmd_check(int argc, char** argv) {
     memcpy(ref, d->qacc, sizeof(double) * nv);
     {
       const double *q, *qd, *tau;
-      cfd_solver_gather(solvers[0], m, d, &q, &qd, &tau);
-      if (cfd_fd_reference(cfd_solver_chain(solvers[0]), q, qd, tau, NULL, hp)) {
+      cfd_solver_gather(base, m, d, &q, &qd, &tau);
+      if (cfd_fd_reference(cfd_solver_chain(base), q, qd, tau, NULL, hp)) {
         printf("reference error: singular system\n");
         worst_mj = INFINITY;
       }
       double e = rel_err(ref, hp, nv);
       if (!(e <= worst_mj)) worst_mj = e;
+      memcpy(all_q + (size_t)s * nv, q, sizeof(double) * nv);
+      memcpy(all_qd + (size_t)s * nv, qd, sizeof(double) * nv);
+      memcpy(all_tau + (size_t)s * nv, tau, sizeof(double) * nv);
+      memcpy(all_mj + (size_t)s * nv, ref, sizeof(double) * nv);
+      memcpy(all_hp + (size_t)s * nv, hp, sizeof(double) * nv);
     }
     for (int b = 0; b < nb; b++) {
       if (cfd_solver_qacc(solvers[b], m, d, NULL, got, err, sizeof err)) {
@@ -233,8 +256,8 @@ int cfd_cmd_check(int argc, char** argv) {
     memcpy(d->qacc, qacc_in, sizeof(double) * nv);
     mj_rne(m, d, 1, tau_mj);
     const double *q, *qd, *tau;
-    cfd_solver_gather(solvers[0], m, d, &q, &qd, &tau);
-    cfd_id_cpu(cfd_solver_chain(solvers[0]), q, qd, qacc_in, tau_id, id_work);
+    cfd_solver_gather(base, m, d, &q, &qd, &tau);
+    cfd_id_cpu(cfd_solver_chain(base), q, qd, qacc_in, tau_id, id_work);
     double e = rel_err(tau_id, tau_mj, nv);
     if (!(e <= worst_id)) worst_id = e;
   }
@@ -247,6 +270,29 @@ int cfd_cmd_check(int argc, char** argv) {
            worst[b], states, worst_ref[b], pass ? "" : "  FAIL");
     if (!pass) failed = 1;
   }
+  // the GPU back ends: every state in one batch
+  for (int a = 0; a < ng; a++) {
+    const char* name = cfd_gpu_algorithm_name(gpu_algs[a]);
+    cfd_gpu* g = NULL;
+    double* out = malloc(sizeof(double) * sn);
+    if (cfd_gpu_create(cfd_solver_chain(base), 0, gpu_algs[a], &g, err, sizeof err) ||
+        cfd_gpu_fd(g, states, all_q, all_qd, all_tau, NULL, out, CFD_HOST, err, sizeof err)) {
+      printf("%s error: %s\n", name, err);
+      failed = 1;
+    } else {
+      double wm = 0, wr = 0;
+      for (int s = 0; s < states; s++) {
+        wm = fmax(wm, rel_err(out + (size_t)s * nv, all_mj + (size_t)s * nv, nv));
+        wr = fmax(wr, rel_err(out + (size_t)s * nv, all_hp + (size_t)s * nv, nv));
+      }
+      int pass = wm <= tol || (wr <= tol && wm <= 1.1 * worst_mj + tol);
+      printf("%s max_rel_err=%.3e states=%d ref_err=%.3e%s\n", name, wm, states, wr,
+             pass ? "" : "  FAIL");
+      if (!pass) failed = 1;
+    }
+    if (g) cfd_gpu_free(g);
+    free(out);
+  }
   printf("mujoco ref_err=%.3e (mj_forward against the high-precision reference)\n", worst_mj);
   printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
   if (!(worst_id <= tol)) failed = 1;
@@ -256,8 +302,11 @@ int cfd_cmd_check(int argc, char** argv) {
     failed = 1;
   }
   if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);
+  else if (skipped) failed = 77;  // the one back end asked for could not run here: not a pass
 
   for (int b = 0; b < nb; b++) cfd_solver_free(solvers[b]);
+  cfd_solver_free(base);
+  free(all_q); free(all_qd); free(all_tau); free(all_mj); free(all_hp);
   free(hp); free(ref); free(got); free(qacc_in); free(tau_mj); free(tau_id); free(id_work);
   mj_deleteData(d);
   mj_deleteModel(m);
