@@ -117,6 +117,45 @@ static void free_set(model_set* s) {
 
 // ---- MuJoCo: one core, and all cores with one mjData per thread ---------------------------------
 
+// chainfd's fast CPU path over `count` states on `threads` threads
+typedef struct {
+  const model_set* s;
+  int count, first;
+} fast_job;
+
+static void* fast_worker(void* arg) {
+  fast_job* j = arg;
+  int n = j->s->chain.n;
+  double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
+  double* qa = malloc(sizeof(double) * n);
+  for (int k = 0; k < j->count; k++) {
+    int p = (j->first + k) % POOL;
+    cfd_fd_fast_cpu(&j->s->chain, j->s->q + p * n, j->s->qd + p * n, j->s->tau + p * n, NULL, qa, w);
+  }
+  free(w);
+  free(qa);
+  return NULL;
+}
+
+// median seconds per state of the fast path with `threads` threads busy
+static double fast_per_call(const model_set* s, int threads, double budget) {
+  pthread_t tid[256];
+  fast_job jobs[256];
+  int count = threads * 64;
+  double reps[5];
+  for (int r = 0; r < 5; r++) {
+    double t0 = now();
+    for (int t = 0; t < threads; t++) {
+      jobs[t] = (fast_job){s, count / threads, t * (count / threads)};
+      pthread_create(&tid[t], NULL, fast_worker, &jobs[t]);
+    }
+    for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
+    reps[r] = (now() - t0) / count;
+    if (reps[r] * count > budget) count = count / 2 > threads ? count / 2 : threads;
+  }
+  return median(reps, 5);
+}
+
 typedef struct {
   const mjModel* m;
   mjData* d;
@@ -321,10 +360,13 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
   // a batch of B costs B times that (one state's latency when B is below the core count)
   double t1 = mj_per_call(&s, 1, budget) * 1e6;
   double tall = mj_per_call(&s, cores, budget) * 1e6;
+  double f1 = fast_per_call(&s, 1, budget) * 1e6, fall = fast_per_call(&s, cores, budget) * 1e6;
   for (int B = minB; B <= maxB; B *= 4) {
     double mj1 = t1 * B, mjall = B < cores ? t1 : tall * B;
     emit(fig, spec, n, B, "mujoco.1core", mj1, 0, 0);
     emit(fig, spec, n, B, "mujoco.allcores", mjall, 0, 0);
+    emit(fig, spec, n, B, "cpu.fast", f1 * B, 0, 0);
+    emit(fig, spec, n, B, "cpu.fast.allcores", B < cores ? f1 : fall * B, 0, 0);
     double best = INFINITY, tg[3] = {0, 0, 0};
     for (int a = 0; a < 3; a++) {
       gpu_meas gm = gpu_time(&s, algs[a], B, budget);

@@ -8,7 +8,8 @@
 static void usage(FILE* f) {
   fprintf(f,
           "usage: chainfd COMMAND [MODEL] [options]\n"
-          "  info  [MODEL]   the chain model (links, joints, dofs), what is supported or refused, why\n"
+          "  info  [MODEL] [--batch B]   the chain model (links, joints, dofs), what is supported\n"
+          "                  or refused and why, and what backend=auto picks for B states\n"
           "  check [MODEL] [--backend NAME|all] [--states N] [--seed S] [--tol T]\n"
           "                [--steps N] [--steps-tol T]\n"
           "                  every back end's qacc against MuJoCo's mj_forward, inverse dynamics\n"

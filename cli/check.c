@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auto.h"
 #include "backend.h"
 #include "chainfd_batch.h"
 #include "chainfd.h"
@@ -20,7 +21,17 @@ static const char* nm(const mjModel* m, int type, int id) {
 }
 
 int cfd_cmd_info(int argc, char** argv) {
-  const char* path = argc > 0 ? argv[0] : CFD_DEFAULT_SCENE;
+  const char* path = CFD_DEFAULT_SCENE;
+  int batch = 1;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
+    else if (argv[i][0] != '-') path = argv[i];
+    else {
+      fprintf(stderr, "chainfd info: unknown or incomplete option '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (batch < 1) batch = 1;
   char err[1024];
   mjModel* m = cfd_load_model(path, err, sizeof err);
   if (!m) {
@@ -55,6 +66,15 @@ int cfd_cmd_info(int argc, char** argv) {
     if (cfd_backend_supports(be, m, &c, why, sizeof why)) printf("  %-10s refused: %s\n", be->name, why);
     else printf("  %-10s supported  (%s)\n", be->name, be->description);
   }
+  int gpus = cfd_gpu_device_count();
+  for (int a = 0; a < 3; a++) {
+    const char* name = cfd_gpu_algorithm_name((cfd_gpu_algorithm)a);
+    if (gpus == 0) printf("  %-10s needs a CUDA device (none here)\n", name);
+    else printf("  %-10s supported on %d CUDA device(s)\n", name, gpus);
+  }
+  char why[512];
+  const char* pick = cfd_auto_pick(c.n, batch, gpus > 0, why, sizeof why);
+  printf("backend=auto for a batch of %d: %s\n  (%s)\n", batch, pick, why);
   cfd_chain_free(&c);
   mj_deleteModel(m);
   return 0;

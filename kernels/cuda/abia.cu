@@ -6,8 +6,11 @@
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
+// Left alone, the compiler keeps 168 registers per thread: 3 blocks per SM, too few warps to hide
+// the latency of the serial sweeps. Capping at 128 (4 blocks) trades a few spills for occupancy.
+#define ABIA_MIN_BLOCKS 4
 
-__global__ void abia_kernel(cfd_chain c, int B, const double* __restrict__ q,
+__global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd_chain c, int B, const double* __restrict__ q,
                             const double* __restrict__ qd, const double* __restrict__ tau,
                             const double* __restrict__ extra, double* __restrict__ qacc,
                             double* __restrict__ work, int* error) {

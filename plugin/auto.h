@@ -1,0 +1,16 @@
+// auto.h: backend=auto. Picks the back end for n links and a batch of B states from the table the
+// GPU benchmark measured (bench/plot.py --auto-table writes plugin/auto_table.h), and says why.
+#ifndef CHAINFD_AUTO_H
+#define CHAINFD_AUTO_H
+
+typedef struct cfd_auto_entry {
+  int n, B;                 // the measured point
+  const char* backend[3];   // chainfd's back ends there, fastest first (NULL: fewer measured)
+  double us[3];             // their time per batch, microseconds
+} cfd_auto_entry;
+
+// The back end name for (n, B): the fastest at the nearest measured point (distance in log2 n and
+// log2 B), skipping GPU back ends when have_gpu is 0. why (may be NULL) explains the choice.
+const char* cfd_auto_pick(int n, int B, int have_gpu, char* why, int why_size);
+
+#endif
