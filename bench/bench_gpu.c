@@ -27,6 +27,7 @@
 #include "backend.h"
 #include "chain_gen.h"
 #include "chainfd_batch.h"
+#include "chainfd_rollout.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
@@ -383,15 +384,123 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
   free_set(&s);
 }
 
+// ---- rollouts: env-steps per second, GPU against MuJoCo's mj_step on all cores -------------------
+
+typedef struct {
+  const mjModel* m;
+  mjData* d;
+  const double* init;
+  const double* ctrl;
+  int first, count, H, nx;
+} step_job;
+
+static void* step_worker(void* arg) {
+  step_job* j = arg;
+  for (int b = j->first; b < j->first + j->count; b++) {
+    chainfd_rollout_set_state(j->m, j->d, j->init + (size_t)(b % POOL) * j->nx);
+    for (int t = 0; t < j->H; t++) {
+      mju_copy(j->d->ctrl, j->ctrl + ((size_t)(b % POOL) * j->H + t) * j->m->nu, j->m->nu);
+      mj_step(j->m, j->d);
+    }
+  }
+  return NULL;
+}
+
+static void rollouts(const char* spec, const char* label, int maxB, int cores, double budget) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  int n = m->nv, nu = m->nu, nx = 2 * n;
+  chainfd_rollout* r;
+  if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
+  printf("\n== rollouts: %s (n = %d, nu = %d), env-steps per second ==\n", label, n, nu);
+  printf("%7s %5s %14s %14s %14s %14s %10s\n", "B", "H", "MuJoCo all", "GPU resident", "GPU end-to-end",
+         "e2e ms", "vs MuJoCo");
+  mjData* datas[256];
+  for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
+  int Hs[2] = {32, 128};
+  for (int hi = 0; hi < 2; hi++) {
+    int H = Hs[hi];
+    // the inputs: POOL random starts and control sequences, repeated across the batch
+    double* pool_init = malloc(sizeof(double) * POOL * nx);
+    double* pool_ctrl = malloc(sizeof(double) * POOL * H * (nu ? nu : 1));
+    cfd_rng rng = {7};
+    for (int k = 0; k < POOL; k++) {
+      mj_resetData(m, datas[0]);
+      cfd_random_state(m, datas[0], &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+      chainfd_rollout_get_state(m, datas[0], pool_init + (size_t)k * nx);
+    }
+    for (size_t k = 0; k < (size_t)POOL * H * nu; k++) pool_ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+    // MuJoCo on all cores: per env-step cost with every core busy
+    int mjB = cores * 4;
+    pthread_t tid[256];
+    step_job jobs[256];
+    double t0 = now();
+    for (int t = 0; t < cores; t++) {
+      jobs[t] = (step_job){m, datas[t], pool_init, pool_ctrl, t * (mjB / cores), mjB / cores, H, nx};
+      pthread_create(&tid[t], NULL, step_worker, &jobs[t]);
+    }
+    for (int t = 0; t < cores; t++) pthread_join(tid[t], NULL);
+    double mj_rate = (double)mjB * H / (now() - t0);
+    for (int B = 1; B <= maxB; B *= 4) {
+      double* init = malloc(sizeof(double) * (size_t)B * nx);
+      double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+      double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * nx);
+      for (int b = 0; b < B; b++) {
+        memcpy(init + (size_t)b * nx, pool_init + (size_t)(b % POOL) * nx, sizeof(double) * nx);
+        memcpy(ctrl + (size_t)b * H * nu, pool_ctrl + (size_t)(b % POOL) * H * nu, sizeof(double) * H * nu);
+      }
+      double *dinit, *dctrl, *dout;
+      cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
+      cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+      cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
+      cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
+      cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+      double res[7], e2e[7];
+      int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err) &&
+               !chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
+      for (int rep = 0; ok && rep < 7; rep++) {
+        double a = now();
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        res[rep] = now() - a;
+        a = now();
+        chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
+        e2e[rep] = now() - a;
+      }
+      if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
+      else {
+        double tr = median(res, 7), te = median(e2e, 7), steps = (double)B * H;
+        double mj_time = B < cores ? H * (double)cores / mj_rate : steps / mj_rate;  // per batch
+        printf("%7d %5d %14.3g %14.3g %14.3g %14.3f %9.0fx\n", B, H, mj_rate, steps / tr, steps / te,
+               te * 1e3, mj_time / tr);
+        char fig[32];  // us_per_batch is per rollout batch of B x H env-steps
+        snprintf(fig, sizeof fig, "rollout_H%d", H);
+        emit(fig, spec, n, B, "mujoco.allcores.mj_step", mj_time * 1e6, 0, 0);
+        emit(fig, spec, n, B, "cuda.rollout.resident", tr * 1e6, chainfd_rollout_last_kernel_ms(r) * 1e3, 0);
+        emit(fig, spec, n, B, "cuda.rollout.end_to_end", te * 1e6, 0, 0);
+      }
+      fflush(stdout);
+      cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
+      free(init); free(ctrl); free(out);
+    }
+    free(pool_init); free(pool_ctrl);
+  }
+  for (int t = 0; t < cores; t++) mj_deleteData(datas[t]);
+  chainfd_rollout_free(r);
+  mj_deleteModel(m);
+}
+
 int main(int argc, char** argv) {
   const char* out = ".";
   int max_n = 16384, maxB = 65536;
+  const char* only = NULL;  // --only fig2|fig3|rollout
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S]\n");
       return 2;
@@ -412,12 +521,19 @@ int main(int argc, char** argv) {
   fprintf(json, "{\n  \"device\": \"%s\",\n  \"host_cores\": %d,\n  \"mujoco\": \"%s\",\n  \"results\": [\n",
           dev, cores, mj_versionString());
 
-  fig2(max_n, budget);
-  fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);
-  fig3("fig3", "chain:200,random=1,seed=1,armature=0.01", "200 links", 1, maxB, budget, cores);
   char arm[1024];
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
-  fig3("arm7", arm, "the 7-dof arm", 1024, maxB, budget, cores);
+  if (!only || !strcmp(only, "fig2")) fig2(max_n, budget);
+  if (!only || !strcmp(only, "fig3")) {
+    fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);
+    fig3("fig3", "chain:200,random=1,seed=1,armature=0.01", "200 links", 1, maxB, budget, cores);
+    fig3("arm7", arm, "the 7-dof arm", 1024, maxB, budget, cores);
+  }
+  if (!only || !strcmp(only, "rollout")) {
+    rollouts(arm, "the 7-dof arm", maxB, cores, budget);
+    rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
+             maxB, cores, budget);
+  }
   fprintf(json, "\n  ]\n}\n");
   fclose(json);
   printf("\nwrote %s\n", path);

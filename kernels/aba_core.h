@@ -85,7 +85,7 @@ CFD_HD void cfd_inertia3_from(const double J[36], cfd_inertia3* I) {
 // qacc for one state. q, qd, tau, extra_diag (may be NULL) and qacc are this instance's vectors
 // (entry i at [i * vstride]); work holds CFD_ABA_LINK_DOUBLES * n entries at [k * stride].
 CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, const double* tau,
-                        const double* extra_diag, double* qacc, int vstride, double* work,
+                        const double* extra_diag, double* qacc, long vstride, double* work,
                         long stride) {
   int n = c->n;
 #define W(i, k) work[((long)(i) * CFD_ABA_LINK_DOUBLES + (k)) * stride]

@@ -44,6 +44,21 @@ double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
 
+// Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
+// parameters (kernels/rollout_step.h) live on the device; one thread per instance runs all H steps
+// with the state in device memory, no host round trip and no allocation per step.
+struct cfd_rollout_params;
+typedef struct cfd_gpu_rollout cfd_gpu_rollout;
+int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,
+                           cfd_gpu_rollout** out, char* err, int err_size);
+void cfd_gpu_rollout_free(cfd_gpu_rollout* r);
+// init: [1 or B][2n] (qpos then qvel; shared_init: one for all), ctrl: [B][H][nu],
+// out: [B][H+1][2n], or [B][2n] when final_only. All in `where` memory.
+int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, int shared_init,
+                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        char* err, int err_size);
+double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
+
 #ifdef __cplusplus
 }
 #endif

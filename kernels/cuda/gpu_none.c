@@ -22,3 +22,17 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return 1;
 }
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return 0; }
+int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,
+                           cfd_gpu_rollout** out, char* err, int err_size) {
+  *out = NULL;
+  snprintf(err, err_size, "GPU rollout: chainfd was built without CUDA (nvcc was not found)");
+  return 1;
+}
+void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {}
+int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, int shared_init,
+                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        char* err, int err_size) {
+  snprintf(err, err_size, "chainfd was built without CUDA");
+  return 1;
+}
+double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return 0; }

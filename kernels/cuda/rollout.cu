@@ -1,0 +1,214 @@
+// Rollouts on the GPU: one thread per instance runs H steps of rollout_step.h (the CPU rollout's
+// code) with its state interleaved with its neighbours' in device memory; controls in, states out,
+// nothing else crosses to the host. Model and step parameters are device copies made once.
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_internal.h"
+#include "rollout_step.h"
+
+#define ROLLOUT_THREADS 128
+
+struct cfd_gpu_rollout {
+  int device, n, nu;
+  cfd_chain chain;              // device arrays
+  cfd_rollout_params params;    // device arrays
+  void* param_block;            // one allocation behind params' arrays
+  int capacity, staged_B, staged_H;
+  double *work, *init, *ctrl, *out;
+  int* error;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  float last_ms;
+};
+
+__global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
+rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __restrict__ init,
+               int shared_init, const double* __restrict__ ctrl, double* __restrict__ out,
+               int final_only, double* work, int* error) {
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  int n = p.n;
+  double* w = work + b;
+  double* qpos = cfd_rollout_qpos(w, n, B);
+  double* qvel = cfd_rollout_qvel(w, n, B);
+  const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
+  for (int i = 0; i < n; i++) {
+    qpos[(long)i * B] = x0[i];
+    qvel[(long)i * B] = x0[n + i];
+  }
+  double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+  if (!final_only)
+    for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
+  for (int t = 0; t < H; t++) {
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B)) {
+      atomicExch(error, CFD_ERR_SINGULAR);
+      return;
+    }
+    if (!final_only) {
+      double* ot = o + (size_t)(t + 1) * 2 * n;
+      for (int i = 0; i < n; i++) ot[i] = qpos[(long)i * B], ot[n + i] = qvel[(long)i * B];
+    }
+  }
+  if (final_only)
+    for (int i = 0; i < n; i++) o[i] = qpos[(long)i * B], o[n + i] = qvel[(long)i * B];
+}
+
+static int fail(char* err, int size, const char* what, cudaError_t e) {
+  snprintf(err, size, "GPU rollout: %s: %s", what, cudaGetErrorString(e));
+  cudaGetLastError();
+  return 1;
+}
+
+void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
+  if (!r) return;
+  cudaSetDevice(r->device);
+  cudaFree(r->chain.home_R); cudaFree(r->chain.home_p); cudaFree(r->chain.screw);
+  cudaFree(r->chain.inertia); cudaFree(r->chain.armature); cudaFree(r->param_block);
+  cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->error);
+  if (r->start) cudaEventDestroy(r->start);
+  if (r->stop) cudaEventDestroy(r->stop);
+  if (r->stream) cudaStreamDestroy(r->stream);
+  free(r);
+}
+
+static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
+  return bytes ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
+}
+
+int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int device,
+                           cfd_gpu_rollout** out, char* err, int err_size) {
+  *out = NULL;
+  int count = cfd_gpu_device_count();
+  if (count == 0) {
+    snprintf(err, err_size, "GPU rollout: no CUDA device is available");
+    return 1;
+  }
+  if (device < 0 || device >= count) {
+    snprintf(err, err_size, "GPU rollout: CUDA device %d does not exist (devices: 0..%d)", device, count - 1);
+    return 1;
+  }
+  cfd_gpu_rollout* r = (cfd_gpu_rollout*)calloc(1, sizeof(*r));
+  if (!r) {
+    snprintf(err, err_size, "out of host memory");
+    return 1;
+  }
+  int n = c->n, nu = p->nu;
+  r->device = device;
+  r->n = n;
+  r->nu = nu;
+  r->chain = *c;
+  r->chain.home_R = r->chain.home_p = r->chain.screw = r->chain.inertia = r->chain.armature = NULL;
+  r->chain.qpos0 = NULL;
+  r->chain.body = r->chain.jnt = r->chain.dof = r->chain.qpos = NULL;
+  r->params = *p;
+  cudaError_t e = cudaSetDevice(device);
+  if (!e) e = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking);
+  if (!e) e = cudaEventCreate(&r->start);
+  if (!e) e = cudaEventCreate(&r->stop);
+  if (!e) e = cudaMalloc(&r->chain.home_R, sizeof(double) * 9 * n);
+  if (!e) e = cudaMalloc(&r->chain.home_p, sizeof(double) * 3 * n);
+  if (!e) e = cudaMalloc(&r->chain.screw, sizeof(double) * 6 * n);
+  if (!e) e = cudaMalloc(&r->chain.inertia, sizeof(double) * 36 * n);
+  if (!e) e = cudaMalloc(&r->chain.armature, sizeof(double) * n);
+  if (!e) e = copy_up(r->chain.home_R, c->home_R, sizeof(double) * 9 * n);
+  if (!e) e = copy_up(r->chain.home_p, c->home_p, sizeof(double) * 3 * n);
+  if (!e) e = copy_up(r->chain.screw, c->screw, sizeof(double) * 6 * n);
+  if (!e) e = copy_up(r->chain.inertia, c->inertia, sizeof(double) * 36 * n);
+  if (!e) e = copy_up(r->chain.armature, c->armature, sizeof(double) * n);
+  // the step parameters: doubles first (4n + 11 nu), then the int dof map (nu)
+  size_t nd = 4 * (size_t)n + 11 * (size_t)nu;
+  if (!e) e = cudaMalloc(&r->param_block, sizeof(double) * nd + sizeof(int) * (nu + 1));
+  if (!e) {
+    double* d = (double*)r->param_block;
+    struct { const double** dst; const double* src; size_t count; } parts[] = {
+        {&r->params.qpos0, p->qpos0, (size_t)n},         {&r->params.stiffness, p->stiffness, (size_t)n},
+        {&r->params.springref, p->springref, (size_t)n}, {&r->params.damping, p->damping, (size_t)n},
+        {&r->params.gear, p->gear, (size_t)nu},          {&r->params.gain, p->gain, 3 * (size_t)nu},
+        {&r->params.bias, p->bias, 3 * (size_t)nu},      {&r->params.ctrlrange, p->ctrlrange, 2 * (size_t)nu},
+        {&r->params.forcerange, p->forcerange, (size_t)0}};
+    for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]) - 1 && !e; k++) {
+      *parts[k].dst = d;
+      e = copy_up(d, parts[k].src, sizeof(double) * parts[k].count);
+      d += parts[k].count;
+    }
+    r->params.forcerange = d;
+    if (!e) e = copy_up(d, p->forcerange, sizeof(double) * 2 * nu);
+    d += 2 * (size_t)nu;
+    r->params.act_dof = (const int*)d;
+    if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
+  }
+  if (!e) e = cudaMalloc(&r->error, sizeof(int));
+  if (e) {
+    fail(err, err_size, "uploading the model", e);
+    cfd_gpu_rollout_free(r);
+    return 1;
+  }
+  *out = r;
+  return 0;
+}
+
+int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, int shared_init,
+                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        char* err, int err_size) {
+  if (B < 1 || H < 0) {
+    snprintf(err, err_size, "GPU rollout: need B >= 1 and H >= 0 (got B=%d, H=%d)", B, H);
+    return 1;
+  }
+  cudaError_t e = cudaSetDevice(r->device);
+  if (e) return fail(err, err_size, "selecting the device", e);
+  int n = r->n;
+  size_t init_n = (size_t)(shared_init ? 1 : B) * 2 * n;
+  size_t ctrl_n = (size_t)B * H * r->nu;
+  size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
+  if (B > r->capacity) {  // scratch, reused across calls
+    cudaFree(r->work);
+    r->work = NULL;
+    r->capacity = 0;
+    e = cudaMalloc(&r->work, sizeof(double) * CFD_ROLLOUT_DOUBLES(n) * (size_t)B);
+    if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
+    r->capacity = B;
+  }
+  const double *dinit = init, *dctrl = ctrl;
+  double* dout = out;
+  if (where == CFD_HOST) {  // staging, reused while the shapes fit
+    if (B > r->staged_B || H > r->staged_H) {
+      cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out);
+      r->init = r->ctrl = r->out = NULL;
+      r->staged_B = r->staged_H = 0;
+      e = cudaMalloc(&r->init, sizeof(double) * (size_t)B * 2 * n);
+      if (!e) e = cudaMalloc(&r->ctrl, sizeof(double) * (ctrl_n ? ctrl_n : 1));
+      if (!e) e = cudaMalloc(&r->out, sizeof(double) * (size_t)B * (H + 1) * 2 * n);
+      if (e) return fail(err, err_size, "out of device memory for the batch's transfers", e);
+      r->staged_B = B;
+      r->staged_H = H;
+    }
+    e = cudaMemcpyAsync(r->init, init, sizeof(double) * init_n, cudaMemcpyHostToDevice, r->stream);
+    if (!e && ctrl_n) e = cudaMemcpyAsync(r->ctrl, ctrl, sizeof(double) * ctrl_n, cudaMemcpyHostToDevice, r->stream);
+    if (e) return fail(err, err_size, "copying the inputs up", e);
+    dinit = r->init;
+    dctrl = r->ctrl;
+    dout = r->out;
+  }
+  cudaMemsetAsync(r->error, 0, sizeof(int), r->stream);
+  cudaEventRecord(r->start, r->stream);
+  rollout_kernel<<<(B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS, ROLLOUT_THREADS, 0, r->stream>>>(
+      r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->error);
+  e = cudaGetLastError();
+  if (e) return fail(err, err_size, "launching the rollout", e);
+  cudaEventRecord(r->stop, r->stream);
+  int status = 0;
+  e = cudaMemcpyAsync(&status, r->error, sizeof(int), cudaMemcpyDeviceToHost, r->stream);
+  if (!e && where == CFD_HOST)
+    e = cudaMemcpyAsync(out, dout, sizeof(double) * out_n, cudaMemcpyDeviceToHost, r->stream);
+  if (!e) e = cudaStreamSynchronize(r->stream);
+  if (e) return fail(err, err_size, "running the rollout", e);
+  cudaEventElapsedTime(&r->last_ms, r->start, r->stop);
+  if (status) {
+    snprintf(err, err_size, "GPU rollout: %s", cfd_status_str(status));
+    return 1;
+  }
+  return 0;
+}
+
+double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return r->last_ms; }

@@ -1,0 +1,90 @@
+// rollout_step.h: one simulation step of one instance, written once for the CPU rollout
+// (plugin/rollout.c) and the GPU rollout kernel (cuda/rollout.cu), with MuJoCo's semantics for the
+// subset of models a rollout accepts (plugin/rollout.c refuses the rest):
+//   passive:   -stiffness (qpos - springref) - damping qvel        (joint, plus actuator damping)
+//   actuators: on joints, one control each, force = gain * ctrl + bias with
+//              gain = g0 + g1 length + g2 velocity, bias = b0 + b1 length + b2 velocity,
+//              length = gear qpos, velocity = gear qvel; ctrl and force clamped to their ranges;
+//              joint force gear * force
+//   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h)
+//   Euler:     diag = h damping when MuJoCo integrates damping implicitly
+//   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2))
+//   then qvel += h qacc, qpos += h qvel (hinge and slide joints).
+#ifndef CHAINFD_ROLLOUT_STEP_H
+#define CHAINFD_ROLLOUT_STEP_H
+
+#include "aba_core.h"
+
+enum { CFD_INT_EULER = 0, CFD_INT_IMPLICITFAST = 1 };
+
+typedef struct cfd_rollout_params {
+  int n, nu;            // dofs (= links), controls (= actuators)
+  double h;             // timestep
+  int integrator;       // CFD_INT_EULER or CFD_INT_IMPLICITFAST
+  int implicit_damping; // Euler: damping in the joint-diagonal term (MuJoCo's eulerdamp)
+  const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0)
+  const double* stiffness;  // n
+  const double* springref;  // n
+  const double* damping;    // n: joint damping plus actuator damping * gear^2
+  const int* act_dof;       // nu
+  const double* gear;       // nu
+  const double* gain;       // nu x 3: g0, g1, g2
+  const double* bias;       // nu x 3: b0, b1, b2
+  const double* ctrlrange;  // nu x 2; lo >= hi: not clamped
+  const double* forcerange; // nu x 2; lo >= hi: not clamped
+} cfd_rollout_params;
+
+// Per-instance state and scratch, entries `stride` apart (a GPU interleaves its instances): the
+// ABA's CFD_ABA_LINK_DOUBLES n, then q, tau, diag, qacc, qpos, qvel (n each).
+#define CFD_ROLLOUT_DOUBLES(n) ((CFD_ABA_LINK_DOUBLES + 6) * (n))
+
+CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride) {
+  return work + (long)(CFD_ABA_LINK_DOUBLES + 4) * n * stride;
+}
+CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride) {
+  return work + (long)(CFD_ABA_LINK_DOUBLES + 5) * n * stride;
+}
+
+// One step of the instance whose state and scratch are in work, under controls ctrl (nu).
+// Returns 0, or the ABA's status (a singular joint-space system).
+CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
+                            double* work, long stride) {
+  int n = p->n;
+  double* q = work + (long)CFD_ABA_LINK_DOUBLES * n * stride;
+  double* tau = q + (long)n * stride;
+  double* diag = tau + (long)n * stride;
+  double* qacc = diag + (long)n * stride;
+  double* qpos = qacc + (long)n * stride;
+  double* qvel = qpos + (long)n * stride;
+  double h = p->h;
+  int implicit = p->integrator == CFD_INT_IMPLICITFAST || p->implicit_damping;
+  for (int i = 0; i < n; i++) {
+    double x = qpos[i * stride], v = qvel[i * stride];
+    q[i * stride] = x - p->qpos0[i];
+    tau[i * stride] = -p->stiffness[i] * (x - p->springref[i]) - p->damping[i] * v;
+    diag[i * stride] = implicit ? h * p->damping[i] : 0;
+  }
+  for (int a = 0; a < p->nu; a++) {
+    int i = p->act_dof[a];
+    double g = p->gear[a], u = ctrl[a];
+    const double* cr = p->ctrlrange + 2 * a;
+    if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
+    double len = g * qpos[i * stride], vel = g * qvel[i * stride];
+    const double* G = p->gain + 3 * a;
+    const double* Bi = p->bias + 3 * a;
+    double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
+    const double* fr = p->forcerange + 2 * a;
+    if (fr[0] < fr[1]) force = fmin(fmax(force, fr[0]), fr[1]);
+    tau[i * stride] += g * force;
+    if (p->integrator == CFD_INT_IMPLICITFAST) diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
+  }
+  int st = cfd_aba_core(c, q, qvel, tau, diag, qacc, stride, work, stride);
+  if (st) return st;
+  for (int i = 0; i < n; i++) {  // semi-implicit Euler: velocity first, then position with it
+    qvel[i * stride] += h * qacc[i * stride];
+    qpos[i * stride] += h * qvel[i * stride];
+  }
+  return 0;
+}
+
+#endif  // CHAINFD_ROLLOUT_STEP_H

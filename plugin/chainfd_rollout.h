@@ -1,0 +1,44 @@
+// chainfd_rollout.h: many rollouts of one model at once, for sampling-based MPC.
+//
+//   chainfd_rollout* r;
+//   chainfd_rollout_create(m, 0, &r, err, sizeof err);        // device 0, or -1: the CPU
+//   chainfd_rollout_run(r, B, H, x0, 1, ctrl, out, 0, CFD_HOST, err, sizeof err);
+//   chainfd_rollout_free(r);
+//
+// A state is x = [qpos (n); qvel (n)]. init holds one state (shared_init = 1) or B; ctrl is
+// [B][H][nu]; out receives [B][H+1][2n] (every step, the initial state first) or, with final_only,
+// [B][2n]. Arrays live in host memory (CFD_HOST) or on the rollout's device (CFD_DEVICE).
+// Each step has mj_step's semantics for the models accepted: hinge/slide chains; joint springs and
+// damping (linear); gravity; actuators on joints with fixed or affine gain and none or affine bias
+// (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
+// implicitfast. Anything else is refused at creation with the element and the reason.
+#ifndef CHAINFD_ROLLOUT_H
+#define CHAINFD_ROLLOUT_H
+
+#include <mujoco/mujoco.h>
+
+#include "chainfd_batch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct chainfd_rollout chainfd_rollout;
+
+int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
+                           int err_size);
+void chainfd_rollout_free(chainfd_rollout* r);
+int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
+                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        char* err, int err_size);
+// The rollout state x = [qpos; qvel] of d, and back.
+void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
+void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
+// Device milliseconds of the last GPU run (0 on the CPU).
+double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_ROLLOUT_H

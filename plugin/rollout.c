@@ -1,0 +1,248 @@
+// chainfd_rollout: the model check, the step parameters from mjModel, and the CPU and GPU runs.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chainfd_rollout.h"
+#include "mj_chain.h"
+#include "rollout_step.h"
+
+struct chainfd_rollout {
+  int n, nu, device;  // device -1: the CPU
+  cfd_chain chain;
+  cfd_rollout_params params;
+  double* param_data;   // the arrays params points into
+  int* act_dof;
+  cfd_gpu_rollout* gpu;
+  double* work;         // CPU scratch (one instance)
+};
+
+static int refuse(char* err, int size, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int len = snprintf(err, size, "rollout refused: ");
+  if (len < size) vsnprintf(err + len, size - len, fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+static const char* name(const mjModel* m, int type, int id) {
+  const char* s = mj_id2name(m, type, id);
+  return s && s[0] ? s : "(unnamed)";
+}
+
+static int off(const mjModel* m, int flag) { return (m->opt.disableflags & flag) != 0; }
+
+// 0 when m is within what a rollout steps exactly; otherwise the first reason, naming the element.
+static int check_model(const mjModel* m, char* err, int size) {
+  if (m->opt.integrator != mjINT_EULER && m->opt.integrator != mjINT_IMPLICITFAST)
+    return refuse(err, size, "integrator %d: rollouts step Euler and implicitfast", m->opt.integrator);
+  if (m->na > 0) return refuse(err, size, "the model has activations (na=%d): not supported", (int)m->na);
+  if (m->ntendon > 0) return refuse(err, size, "tendon '%s': tendons are not supported", name(m, mjOBJ_TENDON, 0));
+  if (m->opt.density > 0 || m->opt.viscosity > 0 || m->opt.wind[0] || m->opt.wind[1] || m->opt.wind[2])
+    return refuse(err, size, "fluid forces (density, viscosity or wind) are not supported");
+  for (int b = 0; b < m->nbody; b++)
+    if (m->body_gravcomp[b] != 0)
+      return refuse(err, size, "body '%s' has gravity compensation", name(m, mjOBJ_BODY, b));
+  for (int j = 0; j < m->njnt; j++) {
+    for (int k = 0; k < mjNPOLY; k++)
+      if (m->jnt_stiffnesspoly[mjNPOLY * j + k] != 0)
+        return refuse(err, size, "joint '%s' has a nonlinear spring", name(m, mjOBJ_JOINT, j));
+    if (m->jnt_actfrclimited[j])
+      return refuse(err, size, "joint '%s' limits actuator forces", name(m, mjOBJ_JOINT, j));
+  }
+  for (int i = 0; i < m->nv; i++)
+    for (int k = 0; k < mjNPOLY; k++)
+      if (m->dof_dampingpoly[mjNPOLY * i + k] != 0)
+        return refuse(err, size, "joint '%s' has nonlinear damping", name(m, mjOBJ_JOINT, m->dof_jntid[i]));
+  if (m->nu != m->nactuator) return refuse(err, size, "actuators with several controls are not supported");
+  for (int a = 0; a < m->nactuator; a++) {
+    const char* an = name(m, mjOBJ_ACTUATOR, a);
+    if (m->actuator_trntype[a] != mjTRN_JOINT)
+      return refuse(err, size, "actuator '%s' does not act on a joint", an);
+    if (m->actuator_dyntype[a] != mjDYN_NONE)
+      return refuse(err, size, "actuator '%s' has activation dynamics", an);
+    if (m->actuator_gaintype[a] != mjGAIN_FIXED && m->actuator_gaintype[a] != mjGAIN_AFFINE)
+      return refuse(err, size, "actuator '%s': only fixed and affine gains are supported", an);
+    if (m->actuator_biastype[a] != mjBIAS_NONE && m->actuator_biastype[a] != mjBIAS_AFFINE)
+      return refuse(err, size, "actuator '%s': only affine bias is supported", an);
+    if (m->actuator_delay[a] != 0 || m->actuator_historyadr[a] >= 0)
+      return refuse(err, size, "actuator '%s' has a delay", an);
+    for (int k = 0; k < mjNPOLY; k++)
+      if (m->actuator_dampingpoly[mjNPOLY * a + k] != 0)
+        return refuse(err, size, "actuator '%s' has nonlinear damping", an);
+    if (m->actuator_ctrlnum[a] != 1) return refuse(err, size, "actuator '%s' has several controls", an);
+  }
+  if (!off(m, mjDSBL_CONSTRAINT)) {  // constraints are not rolled out: they must be impossible
+    if (m->neq > 0 && !off(m, mjDSBL_EQUALITY))
+      return refuse(err, size, "equality '%s' is a constraint", name(m, mjOBJ_EQUALITY, 0));
+    for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++)
+      if (m->jnt_limited[j]) return refuse(err, size, "joint '%s' has limits", name(m, mjOBJ_JOINT, j));
+    for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++)
+      if (m->dof_frictionloss[i] > 0)
+        return refuse(err, size, "joint '%s' has friction loss", name(m, mjOBJ_JOINT, m->dof_jntid[i]));
+    for (int g1 = 0; g1 < m->ngeom && !off(m, mjDSBL_CONTACT); g1++)
+      for (int g2 = g1 + 1; g2 < m->ngeom; g2++) {
+        int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
+        if (b1 == b2 || (m->body_weldid[b1] == 0 && m->body_weldid[b2] == 0)) continue;
+        if ((m->geom_contype[g1] & m->geom_conaffinity[g2]) || (m->geom_contype[g2] & m->geom_conaffinity[g1]))
+          return refuse(err, size, "geoms '%s' and '%s' can collide (contacts are not rolled out)",
+                        name(m, mjOBJ_GEOM, g1), name(m, mjOBJ_GEOM, g2));
+      }
+    if (m->npair > 0 && !off(m, mjDSBL_CONTACT))
+      return refuse(err, size, "contact pair '%s'", name(m, mjOBJ_PAIR, 0));
+  }
+  return 0;
+}
+
+void chainfd_rollout_free(chainfd_rollout* r) {
+  if (!r) return;
+  cfd_gpu_rollout_free(r->gpu);
+  cfd_chain_free(&r->chain);
+  free(r->param_data);
+  free(r->act_dof);
+  free(r->work);
+  free(r);
+}
+
+int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
+                           int err_size) {
+  *out = NULL;
+  if (check_model(m, err, err_size)) return 1;
+  chainfd_rollout* r = calloc(1, sizeof(*r));
+  if (!r) return refuse(err, err_size, "out of memory");
+  if (cfd_chain_from_model(m, &r->chain, err, err_size)) {
+    free(r);
+    return 1;
+  }
+  int n = r->chain.n, nu = m->nu;
+  r->n = n;
+  r->nu = nu;
+  r->device = device;
+  r->param_data = calloc(4 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
+  r->act_dof = calloc((size_t)nu + 1, sizeof(int));
+  r->work = malloc(sizeof(double) * CFD_ROLLOUT_DOUBLES(n));
+  if (!r->param_data || !r->act_dof || !r->work) {
+    chainfd_rollout_free(r);
+    return refuse(err, err_size, "out of memory");
+  }
+  double* d = r->param_data;
+  double* qpos0 = d;
+  double* stiffness = d + n;
+  double* springref = d + 2 * n;
+  double* damping = d + 3 * n;
+  double* gear = d + 4 * n;
+  double* gain = gear + nu;
+  double* bias = gain + 3 * nu;
+  double* ctrlrange = bias + 3 * nu;
+  double* forcerange = ctrlrange + 2 * nu;
+  int springs = !off(m, mjDSBL_SPRING), dampers = !off(m, mjDSBL_DAMPER);
+  for (int i = 0; i < n; i++) {  // links are dofs in order; one qpos per dof (hinge, slide)
+    int j = r->chain.jnt[i], adr = m->jnt_qposadr[j];
+    qpos0[i] = m->qpos0[adr];
+    stiffness[i] = springs ? m->jnt_stiffness[j] : 0;
+    springref[i] = m->qpos_spring[adr];
+    damping[i] = dampers ? m->dof_damping[i] : 0;
+  }
+  int actuation = !off(m, mjDSBL_ACTUATION);
+  for (int a = 0; a < nu; a++) {
+    int j = m->actuator_trnid[2 * a], i = m->jnt_dofadr[j];
+    double g = m->actuator_gear[6 * m->actuator_outadr[a]];
+    r->act_dof[a] = i;
+    gear[a] = g;
+    const double* gp = m->actuator_gainprm + mjNGAIN * a;
+    const double* bp = m->actuator_biasprm + mjNBIAS * a;
+    int affine_gain = m->actuator_gaintype[a] == mjGAIN_AFFINE;
+    int affine_bias = m->actuator_biastype[a] == mjBIAS_AFFINE;
+    for (int k = 0; k < 3; k++) {
+      gain[3 * a + k] = actuation && (k == 0 || affine_gain) ? gp[k] : 0;
+      bias[3 * a + k] = actuation && affine_bias ? bp[k] : 0;
+    }
+    int clamp = m->actuator_ctrllimited[a] && !off(m, mjDSBL_CLAMPCTRL);
+    ctrlrange[2 * a] = clamp ? m->actuator_ctrlrange[2 * a] : 1;
+    ctrlrange[2 * a + 1] = clamp ? m->actuator_ctrlrange[2 * a + 1] : 0;
+    forcerange[2 * a] = m->actuator_forcelimited[a] ? m->actuator_forcerange[2 * a] : 1;
+    forcerange[2 * a + 1] = m->actuator_forcelimited[a] ? m->actuator_forcerange[2 * a + 1] : 0;
+    if (dampers) damping[i] += m->actuator_damping[a] * g * g;  // as MuJoCo's passive damping
+  }
+  cfd_rollout_params* p = &r->params;
+  p->n = n;
+  p->nu = nu;
+  p->h = m->opt.timestep;
+  p->integrator = m->opt.integrator == mjINT_IMPLICITFAST ? CFD_INT_IMPLICITFAST : CFD_INT_EULER;
+  p->implicit_damping = dampers && !off(m, mjDSBL_EULERDAMP);
+  p->qpos0 = qpos0;
+  p->stiffness = stiffness;
+  p->springref = springref;
+  p->damping = damping;
+  p->act_dof = r->act_dof;
+  p->gear = gear;
+  p->gain = gain;
+  p->bias = bias;
+  p->ctrlrange = ctrlrange;
+  p->forcerange = forcerange;
+  if (device >= 0 && cfd_gpu_rollout_create(&r->chain, p, device, &r->gpu, err, err_size)) {
+    chainfd_rollout_free(r);
+    return 1;
+  }
+  *out = r;
+  return 0;
+}
+
+void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x) {
+  memcpy(x, d->qpos, sizeof(double) * m->nq);
+  memcpy(x + m->nq, d->qvel, sizeof(double) * m->nv);
+}
+
+void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x) {
+  memcpy(d->qpos, x, sizeof(double) * m->nq);
+  memcpy(d->qvel, x + m->nq, sizeof(double) * m->nv);
+}
+
+double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r) {
+  return r->gpu ? cfd_gpu_rollout_last_kernel_ms(r->gpu) : 0;
+}
+
+int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
+                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        char* err, int err_size) {
+  if (r->gpu)
+    return cfd_gpu_rollout_run(r->gpu, B, H, init, shared_init, ctrl, out, final_only, where, err,
+                               err_size);
+  if (where == CFD_DEVICE) {
+    snprintf(err, err_size, "rollout: device arrays given to a CPU rollout");
+    return 1;
+  }
+  if (B < 1 || H < 0) {
+    snprintf(err, err_size, "rollout: need B >= 1 and H >= 0 (got B=%d, H=%d)", B, H);
+    return 1;
+  }
+  int n = r->n;
+  double* qpos = cfd_rollout_qpos(r->work, n, 1);
+  double* qvel = cfd_rollout_qvel(r->work, n, 1);
+  for (int b = 0; b < B; b++) {
+    const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
+    memcpy(qpos, x0, sizeof(double) * n);
+    memcpy(qvel, x0 + n, sizeof(double) * n);
+    double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+    if (!final_only) memcpy(o, x0, sizeof(double) * 2 * n);
+    for (int t = 0; t < H; t++) {
+      int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work, 1);
+      if (st) {
+        snprintf(err, err_size, "rollout: instance %d step %d: %s", b, t, cfd_status_str(st));
+        return 1;
+      }
+      if (!final_only) {
+        memcpy(o + (size_t)(t + 1) * 2 * n, qpos, sizeof(double) * n);
+        memcpy(o + (size_t)(t + 1) * 2 * n + n, qvel, sizeof(double) * n);
+      }
+    }
+    if (final_only) {
+      memcpy(o, qpos, sizeof(double) * n);
+      memcpy(o + n, qvel, sizeof(double) * n);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,132 @@
+// chainfd_rollout against mj_step (the CPU rollout, label cpu) and the GPU rollout against the CPU
+// rollout (label gpu: exit 77, SKIPPED, without a CUDA device); and the rollout's refusals.
+#include <stdlib.h>
+
+#include "chain_gen.h"
+#include "chainfd_rollout.h"
+#include "mj_random.h"
+#include "test_util.h"
+
+static double max_abs_diff(const double* a, const double* b, size_t n) {
+  double e = 0;
+  for (size_t i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
+  return e;
+}
+
+// B random starts and controls, H steps: chainfd_rollout (device) against mj_step, state by state
+static void against_mujoco(const char* spec, int integrator, int B, int H, double tol) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  m->opt.integrator = integrator;
+  int n = m->nv, nu = m->nu;
+  chainfd_rollout* r;
+  EXPECT(chainfd_rollout_create(m, -1, &r, err, sizeof err) == 0, "%s: %s", spec, err);
+  mjData* d = mj_makeData(m);
+  double* init = malloc(sizeof(double) * B * 2 * n);
+  double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+  double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
+  double* mj = malloc(sizeof(double) * 2 * n);
+  cfd_rng rng = {5};
+  for (int b = 0; b < B; b++) {
+    mj_resetData(m, d);
+    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+    chainfd_rollout_get_state(m, d, init + (size_t)b * 2 * n);
+  }
+  for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  double worst_pos = 0, worst_vel = 0;
+  for (int b = 0; b < B; b++) {
+    mj_resetData(m, d);
+    chainfd_rollout_set_state(m, d, init + (size_t)b * 2 * n);
+    for (int t = 0; t < H; t++) {
+      memcpy(d->ctrl, ctrl + ((size_t)b * H + t) * nu, sizeof(double) * nu);
+      mj_step(m, d);
+      chainfd_rollout_get_state(m, d, mj);
+      const double* x = out + ((size_t)b * (H + 1) + t + 1) * 2 * n;
+      worst_pos = fmax(worst_pos, max_abs_diff(x, mj, n));
+      worst_vel = fmax(worst_vel, max_abs_diff(x + n, mj + n, n));
+    }
+  }
+  printf("%-60s %-12s B=%d H=%d max_abs_dqpos=%.2e max_abs_dqvel=%.2e\n", spec,
+         integrator == mjINT_EULER ? "Euler" : "implicitfast", B, H, worst_pos, worst_vel);
+  EXPECT(worst_pos <= tol, "%s: qpos differs by %.3e", spec, worst_pos);
+  chainfd_rollout_free(r);
+  free(init); free(ctrl); free(out); free(mj);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+}
+
+// the GPU rollout against the CPU rollout, with shared and distinct starts, every step or final
+static void gpu_against_cpu(const char* spec, int integrator, int B, int H) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  m->opt.integrator = integrator;
+  int n = m->nv, nu = m->nu;
+  chainfd_rollout *cpu, *gpu;
+  EXPECT(chainfd_rollout_create(m, -1, &cpu, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_create(m, 0, &gpu, err, sizeof err) == 0, "%s", err);
+  double* init = malloc(sizeof(double) * B * 2 * n);
+  double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+  size_t total = (size_t)B * (H + 1) * 2 * n;
+  double* a = malloc(sizeof(double) * total);
+  double* g = malloc(sizeof(double) * total);
+  cfd_rng rng = {9};
+  for (int k = 0; k < B * 2 * n; k++) init[k] = cfd_rng_uniform(&rng, -1, 1);
+  for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  for (int shared = 0; shared < 2; shared++)
+    for (int final_only = 0; final_only < 2; final_only++) {
+      size_t count = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
+      EXPECT(chainfd_rollout_run(cpu, B, H, init, shared, ctrl, a, final_only, CFD_HOST, err, sizeof err) == 0, "%s", err);
+      EXPECT(chainfd_rollout_run(gpu, B, H, init, shared, ctrl, g, final_only, CFD_HOST, err, sizeof err) == 0, "%s", err);
+      double scale = 0;
+      for (size_t k = 0; k < count; k++) scale = fmax(scale, fabs(a[k]));
+      double e = max_abs_diff(a, g, count) / scale;
+      printf("%-44s B=%-5d H=%-4d shared=%d final=%d gpu vs cpu max_rel_err=%.2e kernel=%.3f ms\n",
+             spec, B, H, shared, final_only, e, chainfd_rollout_last_kernel_ms(gpu));
+      EXPECT(e <= 1e-10, "%s B=%d: GPU rollout differs from the CPU rollout by %.3e", spec, B, e);
+    }
+  chainfd_rollout_free(cpu);
+  chainfd_rollout_free(gpu);
+  free(init); free(ctrl); free(a); free(g);
+  mj_deleteModel(m);
+}
+
+static void refused(const char* spec, int integrator, const char* word) {
+  char err[1024] = "";
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { EXPECT(0, "%s: %s", spec, err); return; }
+  if (integrator >= 0) m->opt.integrator = integrator;
+  chainfd_rollout* r;
+  EXPECT(chainfd_rollout_create(m, -1, &r, err, sizeof err) != 0, "%s must be refused", spec);
+  EXPECT(strstr(err, word) != NULL, "%s: '%s' must mention '%s'", spec, err, word);
+  printf("refused: %s\n", err);
+  mj_deleteModel(m);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "--gpu")) {
+    if (cfd_gpu_device_count() == 0) {
+      printf("SKIPPED: no CUDA device\n");
+      return 77;
+    }
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1, 50);
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 7, 50);
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64);
+    gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
+                    mjINT_IMPLICITFAST, 300, 32);
+    TEST_EXIT();
+  }
+  against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
+  against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9);
+  against_mujoco(CHAINFD_SCENES_DIR "/double_pendulum.xml", mjINT_EULER, 3, 200, 1e-9);
+  against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
+                 mjINT_EULER, 3, 100, 1e-9);
+  against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
+                 mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
+  refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
+  refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");
+  TEST_EXIT();
+}
