@@ -22,6 +22,9 @@ STYLE = {
     "cuda.abia": ("chainfd cuda.abia", "tab:blue", "D"),
     "cuda.jsiia": ("chainfd cuda.jsiia", "tab:orange", "v"),
     "cuda.cfa": ("chainfd cuda.cfa", "tab:red", "x"),
+    "mujoco.allcores.mj_step": ("MuJoCo mj_step, all cores", "gray", "s"),
+    "cuda.rollout.resident": ("chainfd_rollout, states on the GPU", "tab:blue", "D"),
+    "cuda.rollout.end_to_end": ("chainfd_rollout, end to end (transfers)", "tab:purple", "o"),
 }
 
 
@@ -61,6 +64,8 @@ def crossover(rows):
     for r in rows:
         if r["us_per_batch"] <= 0:
             continue
+        if r["fig"].startswith("rollout"):
+            continue
         cells.setdefault((r["fig"], r["n"], r["B"]), {})[r["backend"]] = r["us_per_batch"]
     lines = ["| n | B | fastest | us per batch | FD/s | vs MuJoCo (all cores) | runner-up |",
              "| ---: | ---: | --- | ---: | ---: | ---: | --- |"]
@@ -83,7 +88,8 @@ def auto_table(rows, device, path):
     library runs one thread."""
     cells = {}
     for r in rows:
-        if r["us_per_batch"] <= 0 or r["backend"].startswith("mujoco") or "allcores" in r["backend"]:
+        if (r["us_per_batch"] <= 0 or r["backend"].startswith("mujoco") or "allcores" in r["backend"]
+                or r["fig"].startswith("rollout")):
             continue
         cells.setdefault((r["n"], r["B"]), {})[r["backend"]] = r["us_per_batch"]
     with open(path, "w") as f:
@@ -106,7 +112,8 @@ def main():
     ap.add_argument("--auto-table", help="also write the backend=auto table (plugin/auto_table.h)")
     a = ap.parse_args()
     d = json.load(open(a.json))
-    rows, dev = d["results"], f"{d['device']}; host {d['host_cores']} cores; MuJoCo {d['mujoco']}"
+    rows = d["results"]
+    dev = f"{d['device'].split(' (')[0]}; host {d['host_cores']} cores; MuJoCo {d['mujoco']}"
     os.makedirs(a.out, exist_ok=True)
     plot(rows, "fig2", None, "n", "Fig. 2: one chain, one forward dynamics",
          os.path.join(a.out, "fig2_links.png"), dev)
@@ -115,6 +122,9 @@ def main():
     plot(rows, "fig3", "chain:200,", "B", "Fig. 3: 200 links, B problems",
          os.path.join(a.out, "fig3_n200.png"), dev)
     plot(rows, "arm7", None, "B", "7-dof arm, B problems", os.path.join(a.out, "arm7_batch.png"), dev)
+    for H in (32, 128):
+        plot(rows, f"rollout_H{H}", "/", "B", f"Rollouts of the 7-dof arm, H = {H} steps (time per batch)",
+             os.path.join(a.out, f"rollout_arm7_H{H}.png"), dev)
     if a.auto_table:
         auto_table(rows, d["device"], a.auto_table)
     table = crossover(rows)

@@ -17,6 +17,7 @@
 
 #include <mujoco/mujoco.h>
 
+#include "chainfd.h"
 #include "chainfd_batch.h"
 
 #ifdef __cplusplus
@@ -25,17 +26,17 @@ extern "C" {
 
 typedef struct chainfd_rollout chainfd_rollout;
 
-int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
+CHAINFD_API int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
                            int err_size);
-void chainfd_rollout_free(chainfd_rollout* r);
-int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
+CHAINFD_API void chainfd_rollout_free(chainfd_rollout* r);
+CHAINFD_API int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 // The rollout state x = [qpos; qvel] of d, and back.
-void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
-void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
+CHAINFD_API void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
+CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
 // Device milliseconds of the last GPU run (0 on the CPU).
-double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r);
+CHAINFD_API double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,86 @@
+"""Batched rollouts through chainfd_rollout (plugin/chainfd_rollout.h), with NumPy arrays.
+
+    import mujoco, chainfd
+    from chainfd.rollout import Rollout
+    model = mujoco.MjModel.from_xml_path("scenes/arm7.xml")
+    r = Rollout(model, device=0)           # a CUDA device, or device=-1 for the CPU
+    x0 = r.state(mujoco.MjData(model))     # [qpos; qvel]
+    traj = r.run(x0, ctrl)                 # ctrl: (B, H, nu) -> (B, H+1, 2n)
+
+Every step has mj_step's semantics for the models chainfd_rollout accepts; anything else is
+refused when the Rollout is made, with the reason (ChainfdError).
+"""
+
+import ctypes
+
+import numpy as np
+
+from . import ChainfdError, _library
+
+_HOST = 0
+
+
+def _functions():
+    lib = _library()
+    if not getattr(lib, "_rollout_ready", False):
+        lib.chainfd_rollout_create.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
+                                               ctypes.c_int]
+        lib.chainfd_rollout_run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                            ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                            ctypes.c_char_p, ctypes.c_int]
+        lib.chainfd_rollout_free.argtypes = [ctypes.c_void_p]
+        lib.chainfd_rollout_last_kernel_ms.argtypes = [ctypes.c_void_p]
+        lib.chainfd_rollout_last_kernel_ms.restype = ctypes.c_double
+        lib._rollout_ready = True
+    return lib
+
+
+class Rollout:
+    """B rollouts of H steps of one model, on a GPU (device >= 0) or the CPU (device = -1)."""
+
+    def __init__(self, model, device=0):
+        lib = _functions()
+        self._lib, self._model = lib, model  # the model must outlive the rollout
+        self.nq, self.nv, self.nu = model.nq, model.nv, model.nu
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        if lib.chainfd_rollout_create(model._address, device, ctypes.byref(handle), err, 1024):
+            raise ChainfdError(1, err.value.decode())
+        self._handle = handle
+
+    def close(self):
+        if self._handle:
+            self._lib.chainfd_rollout_free(self._handle)
+            self._handle = None
+
+    __del__ = close
+
+    def state(self, data):
+        """The rollout state [qpos; qvel] of an MjData."""
+        return np.concatenate([data.qpos, data.qvel])
+
+    def run(self, init, ctrl, final_only=False):
+        """init: (2n,) shared by every rollout, or (B, 2n); ctrl: (B, H, nu).
+        Returns (B, H+1, 2n) states (the initial one first), or (B, 2n) with final_only."""
+        ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
+        if ctrl.ndim != 3 or ctrl.shape[2] != self.nu:
+            raise ValueError(f"ctrl must be (B, H, {self.nu}), got {ctrl.shape}")
+        B, H = ctrl.shape[0], ctrl.shape[1]
+        init = np.ascontiguousarray(init, dtype=np.float64)
+        nx = self.nq + self.nv
+        shared = init.ndim == 1
+        if init.shape != ((nx,) if shared else (B, nx)):
+            raise ValueError(f"init must be ({nx},) or ({B}, {nx}), got {init.shape}")
+        out = np.empty((B, nx) if final_only else (B, H + 1, nx))
+        err = ctypes.create_string_buffer(1024)
+        code = self._lib.chainfd_rollout_run(self._handle, B, H, init.ctypes.data, int(shared),
+                                             ctrl.ctypes.data, out.ctypes.data, int(final_only),
+                                             _HOST, err, 1024)
+        if code:
+            raise ChainfdError(code, err.value.decode())
+        return out
+
+    def last_kernel_ms(self):
+        return self._lib.chainfd_rollout_last_kernel_ms(self._handle)

@@ -1,0 +1,287 @@
+// The viewer's simulation: dynamics switching, the wave controller and the benchmark loop.
+//
+// chainfd back ends are driven through the plugin library's public stepper API, one stepper per
+// back end, all made up front, so that switching is instant and a back end that refuses the
+// model is known (and listed as such) before it is picked. The steppers run with fallback=error
+// so that the viewer itself decides what a refused step becomes (MuJoCo's mj_step), counts it and
+// shows why, instead of a line on stderr.
+#define _POSIX_C_SOURCE 199309L  // clock_gettime
+
+#include "sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mujoco/mjplugin.h>
+
+#include "chain_gen.h"
+
+double cfv_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Back ends the viewer offers, in cycling order. The cuda.* names appear only in a build whose
+// stepper accepts them (today the GPU back ends are batch-only, chainfd_batch.h).
+static const char* const candidates[] = {"cpu.fast", "cpu.abia",  "cpu.jsiia", "cpu.cfa",
+                                         "cuda.abia", "cuda.jsiia", "cuda.cfa"};
+
+mjModel* cfv_load(const char* path_or_spec, char* err, int err_size) {
+  if (!path_or_spec || !path_or_spec[0]) {
+    snprintf(err, err_size, "no model given");
+    return NULL;
+  }
+  if (strncmp(path_or_spec, "chain:", 6) != 0) {
+    // a clear "no such file" rather than the XML parser's wording
+    FILE* f = fopen(path_or_spec, "rb");
+    if (!f) {
+      snprintf(err, err_size, "cannot open '%s'", path_or_spec);
+      return NULL;
+    }
+    fclose(f);
+    size_t len = strlen(path_or_spec);
+    if (len > 4 && !strcmp(path_or_spec + len - 4, ".mjb")) {
+      mjModel* m = mj_loadModel(path_or_spec, NULL);
+      if (!m) snprintf(err, err_size, "'%s' is not a MuJoCo binary model (.mjb) of this version",
+                       path_or_spec);
+      return m;
+    }
+  }
+  return cfd_load_model(path_or_spec, err, err_size);
+}
+
+static int count_links(const mjModel* m) {
+  int n = 0;
+  for (int j = 0; j < m->njnt; j++)
+    n += m->jnt_type[j] == mjJNT_HINGE || m->jnt_type[j] == mjJNT_SLIDE;
+  return n;
+}
+
+// The model's chainfd plugin instance, or -1.
+static int chainfd_instance(const mjModel* m) {
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
+    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return i;
+  }
+  return -1;
+}
+
+static const char* plugin_config(const mjModel* m, int instance, const char* key) {
+  const char* v = mj_getPluginConfig(m, instance, key);
+  return v && v[0] ? v : NULL;
+}
+
+// Resolves a back-end name (short or full) to the table name the stepper would use.
+static int resolve(const mjModel* m, const chainfd_config* cfg, char* name, int size, char* err,
+                   int err_size) {
+  chainfd_stepper* st = chainfd_stepper_create(m, cfg, "chainfd-view", err, err_size);
+  if (!st) return 1;
+  chainfd_stats stats;
+  chainfd_stepper_stats(st, &stats);
+  snprintf(name, size, "%s", stats.backend);
+  chainfd_stepper_free(st);
+  return 0;
+}
+
+int cfv_sim_find(cfv_sim* s, const char* name, char* err, int err_size) {
+  for (int i = 0; i < s->ndyn; i++)
+    if (!strcmp(name, s->dyn_name[i])) return i;
+  char resolved[64], why[CFV_MSG];
+  chainfd_config cfg = {name, NULL, NULL, "error"};
+  if (!resolve(s->m, &cfg, resolved, sizeof resolved, why, sizeof why)) {
+    for (int i = 1; i < s->ndyn; i++)
+      if (!strcmp(resolved, s->dyn_name[i])) return i;
+    snprintf(why, sizeof why, "it resolves to '%s', which this viewer cannot step", resolved);
+  }
+  int len = snprintf(err, err_size, "unknown dynamics '%s' (%s); available:", name, why);
+  for (int i = 0; i < s->ndyn && len < err_size; i++)
+    len += snprintf(err + len, err_size - len, " %s", s->dyn_name[i]);
+  return -1;
+}
+
+int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err, int err_size) {
+  memset(s, 0, sizeof(*s));
+  s->m = m;
+  s->links = count_links(m);
+  s->key = key < m->nkey ? key : -1;
+  s->d = mj_makeData(m);
+  s->ctrl0 = calloc((size_t)m->nu + 1, sizeof(double));
+  if (!s->d || !s->ctrl0) {
+    snprintf(err, err_size, "out of memory making mjData");
+    return 1;
+  }
+
+  s->dyn_name[s->ndyn++] = "mujoco";
+  for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+    char label[64], why[CFV_MSG];
+    snprintf(label, sizeof label, "chainfd-view %s", candidates[i]);
+    chainfd_config cfg = {candidates[i], NULL, NULL, "error"};
+    chainfd_stepper* st = chainfd_stepper_create(m, &cfg, label, why, sizeof why);
+    if (!st) continue;  // not in this build
+    s->dyn_name[s->ndyn] = candidates[i];
+    s->stepper[s->ndyn++] = st;
+  }
+
+  // the starting dynamics: asked for, or the model's plugin configuration, or cpu.fast
+  int instance = chainfd_instance(m);
+  int pick = -1;
+  if (backend) {
+    pick = cfv_sim_find(s, backend, err, err_size);
+    if (pick < 0) return 1;
+  } else if (instance >= 0) {
+    chainfd_config cfg = {plugin_config(m, instance, "backend"), plugin_config(m, instance, "precision"),
+                          plugin_config(m, instance, "device"), "error"};
+    char resolved[64], why[CFV_MSG];
+    if (resolve(m, &cfg, resolved, sizeof resolved, why, sizeof why))
+      fprintf(stderr, "chainfd-view: the model's chainfd configuration is not usable here (%s); "
+                      "starting with cpu.fast\n", why);
+    else
+      pick = cfv_sim_find(s, resolved, why, sizeof why);
+  }
+  if (pick < 0) pick = s->ndyn > 1 ? 1 : 0;
+  s->current = pick;
+
+  // a model may ask for the wave controller: <numeric name="chainfd_wave" data="amp freq len [odd]"/>
+  int wave = mj_name2id(m, mjOBJ_NUMERIC, "chainfd_wave");
+  if (wave >= 0 && m->numeric_size[wave] >= 3 && m->nu > 0) {
+    const mjtNum* p = m->numeric_data + m->numeric_adr[wave];
+    s->wave = 1;
+    s->wave_amp = p[0];
+    s->wave_freq = p[1];
+    s->wave_len = p[2];
+    s->wave_odd = m->numeric_size[wave] >= 4 ? p[3] : 0;
+  }
+  cfv_sim_reset(s);
+  return 0;
+}
+
+void cfv_sim_free(cfv_sim* s) {
+  for (int i = 0; i < s->ndyn; i++) chainfd_stepper_free(s->stepper[i]);
+  if (s->d) mj_deleteData(s->d);
+  if (s->m) mj_deleteModel(s->m);
+  free(s->ctrl0);
+  memset(s, 0, sizeof(*s));
+}
+
+const char* cfv_sim_name(const cfv_sim* s) { return s->dyn_name[s->current]; }
+
+int cfv_sim_select(cfv_sim* s, int i, char* err, int err_size) {
+  if (i < 0 || i >= s->ndyn) {
+    snprintf(err, err_size, "no dynamics #%d", i);
+    return 1;
+  }
+  s->current = i;
+  s->fallback_why[0] = 0;
+  return 0;
+}
+
+void cfv_sim_reset(cfv_sim* s) {
+  if (s->key >= 0) mj_resetDataKeyframe(s->m, s->d, s->key);
+  else mj_resetData(s->m, s->d);
+  if (s->m->nu) memcpy(s->ctrl0, s->d->ctrl, sizeof(double) * (size_t)s->m->nu);
+  cfv_sim_forward(s);
+}
+
+// Controls from the travelling wave at the state's time; amplitude ramped in over one period so
+// the servos do not jump at t = 0.
+static void apply_wave(cfv_sim* s) {
+  const mjModel* m = s->m;
+  double t = s->d->time, ramp = s->wave_freq > 0 ? fmin(1.0, t * s->wave_freq) : 1.0;
+  double amp = s->wave_amp * ramp * ramp * (3 - 2 * ramp);  // smoothstep
+  double len = s->wave_len != 0 ? s->wave_len : 1e30;
+  for (int i = 0; i < m->nu; i++) {
+    double phase = s->wave_freq * t - i / len + ((i & 1) ? s->wave_odd : 0.0);
+    double u = s->ctrl0[i] + amp * sin(2 * mjPI * phase);
+    if (m->actuator_ctrllimited[i]) {
+      const double* r = m->actuator_ctrlrange + 2 * i;
+      u = fmin(fmax(u, r[0]), r[1]);
+    }
+    s->d->ctrl[i] = u;
+  }
+}
+
+int cfv_sim_forward(cfv_sim* s) {
+  if (s->wave) apply_wave(s);
+  if (s->current == 0) {
+    mj_forward(s->m, s->d);
+    return 0;
+  }
+  int rc = chainfd_stepper_forward(s->stepper[s->current], s->m, s->d);
+  if (rc == CHAINFD_ERR_UNSUPPORTED) mj_forward(s->m, s->d);
+  else if (rc) {
+    snprintf(s->error, sizeof s->error, "%s", chainfd_last_error());
+    return rc;
+  }
+  return 0;
+}
+
+int cfv_sim_step(cfv_sim* s) {
+  if (s->wave) apply_wave(s);
+  s->steps++;
+  if (s->current == 0) {
+    mj_step(s->m, s->d);
+    return 0;
+  }
+  chainfd_stepper* st = s->stepper[s->current];
+  int rc = chainfd_stepper_step(st, s->m, s->d);
+  if (rc == CHAINFD_ERR_UNSUPPORTED) {
+    // refused with the integration state untouched: MuJoCo takes this step
+    chainfd_stats stats;
+    chainfd_stepper_stats(st, &stats);
+    snprintf(s->fallback_why, sizeof s->fallback_why, "%s", stats.last_fallback);
+    mj_step(s->m, s->d);
+    s->mujoco_steps++;
+    return 0;
+  }
+  if (rc) {
+    snprintf(s->error, sizeof s->error, "%s", chainfd_last_error());
+    s->steps--;
+  }
+  return rc;
+}
+
+int cfv_sim_finite(const cfv_sim* s) {
+  const mjModel* m = s->m;
+  const mjData* d = s->d;
+  for (int i = 0; i < m->nq; i++)
+    if (!isfinite(d->qpos[i])) return 0;
+  for (int i = 0; i < m->nv; i++)
+    if (!isfinite(d->qvel[i]) || !isfinite(d->qacc[i])) return 0;
+  return d->warning[mjWARN_BADQPOS].number == 0 && d->warning[mjWARN_BADQVEL].number == 0 &&
+         d->warning[mjWARN_BADQACC].number == 0;
+}
+
+int cfv_sim_benchmark(cfv_sim* s, double seconds) {
+  cfv_sim_reset(s);
+  // warm-up (caches, page faults), not timed
+  double w0 = cfv_now();
+  while (cfv_now() - w0 < fmin(0.2, 0.1 * seconds))
+    if (cfv_sim_step(s)) break;
+
+  long long steps = 0, mujoco0 = s->mujoco_steps;
+  double start = cfv_now(), wall = 0;
+  do {
+    if (cfv_sim_step(s)) {
+      fprintf(stderr, "chainfd-view: %s\n", s->error);
+      return 1;
+    }
+    steps++;
+    wall = cfv_now() - start;
+  } while (wall < seconds);
+
+  // simulated time as steps * h: MuJoCo's bad-state reset would rewind d->time
+  double sim = (double)steps * s->m->opt.timestep;
+  printf("backend=%s links=%d dofs=%d steps=%lld sim=%.4gs wall=%.3gs step_us=%.4g rtf=%.4g",
+         cfv_sim_name(s), s->links, (int)s->m->nv, steps, sim, wall, 1e6 * wall / (double)steps,
+         sim / wall);
+  if (s->mujoco_steps > mujoco0)
+    printf(" mujoco_fallback_steps=%lld (%s)", s->mujoco_steps - mujoco0, s->fallback_why);
+  if (!cfv_sim_finite(s)) printf(" DIVERGED");
+  printf("\n");
+  fflush(stdout);
+  return 0;
+}

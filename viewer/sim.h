@@ -1,0 +1,72 @@
+// sim.h: the viewer's simulation, independent of any window: one model and state, the dynamics it
+// steps with (MuJoCo's own, or a chainfd back end through the plugin's stepper API), switched at
+// any time between steps, an optional travelling-wave controller, and the benchmark loop.
+#ifndef CHAINFD_VIEWER_SIM_H
+#define CHAINFD_VIEWER_SIM_H
+
+#include <mujoco/mujoco.h>
+
+#include "chainfd.h"
+
+#define CFV_MAX_DYNAMICS 8
+#define CFV_MSG 640
+
+typedef struct cfv_sim {
+  mjModel* m;
+  mjData* d;
+  int links;   // chain links as chainfd counts them: hinge and slide joints
+  int key;     // keyframe that reset() loads; -1: the model's qpos0
+
+  // dynamics: [0] is MuJoCo's mj_step, the rest are chainfd back ends by name
+  int ndyn;
+  const char* dyn_name[CFV_MAX_DYNAMICS];
+  chainfd_stepper* stepper[CFV_MAX_DYNAMICS];  // made on first use
+  int current;
+
+  // travelling wave on the actuators:
+  //   ctrl_i = ctrl0_i + amp * sin(2 pi (freq t - i / len + (i odd ? odd : 0)))
+  int wave;
+  double wave_amp, wave_freq, wave_len, wave_odd;
+  double* ctrl0;  // nu: ctrl after reset (the keyframe's)
+
+  // counters since the last cfv_sim_take_counters
+  long long steps, mujoco_steps;  // all steps, and those MuJoCo took for a chainfd back end
+  char fallback_why[CFV_MSG];     // why the last such step was MuJoCo's ("" when none)
+  char error[CFV_MSG];            // the last hard error
+} cfv_sim;
+
+// Loads an MJCF file or a "chain:N,..." spec; NULL with a message in err.
+mjModel* cfv_load(const char* path_or_spec, char* err, int err_size);
+
+// Sets up dynamics for m (takes ownership of m; makes d). backend: NULL for the model's own chainfd
+// plugin configuration, or cpu.fast when it declares none; else "mujoco", a back-end name, or one
+// of the plugin's short names (cfa, abia, jsiia, cpu, auto). 0, or nonzero with err set.
+int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err, int err_size);
+void cfv_sim_free(cfv_sim* s);
+
+// The index of a dynamics name (the same names as cfv_sim_init), or -1 with err set.
+int cfv_sim_find(cfv_sim* s, const char* name, char* err, int err_size);
+// Switches to dynamics i (between two steps: the state carries over unchanged).
+int cfv_sim_select(cfv_sim* s, int i, char* err, int err_size);
+const char* cfv_sim_name(const cfv_sim* s);
+
+// Resets to the keyframe (or qpos0) and recomputes everything derived from the state.
+void cfv_sim_reset(cfv_sim* s);
+// Derived quantities (kinematics, forces) for the current state with the current dynamics.
+int cfv_sim_forward(cfv_sim* s);
+// One step: the wave controller, then the current dynamics; a state chainfd cannot step exactly
+// (contacts, limits, a refused model) is stepped by MuJoCo and counted in mujoco_steps. Nonzero
+// only for hard errors (message in s->error).
+int cfv_sim_step(cfv_sim* s);
+
+// Whether qpos, qvel and qacc are finite and MuJoCo raised no bad-state warning.
+int cfv_sim_finite(const cfv_sim* s);
+
+// Steps for `seconds` of wall time from the reset state and prints one line:
+// backend=... links=... dofs=... steps=... sim=... wall=... step_us=... rtf=...
+int cfv_sim_benchmark(cfv_sim* s, double seconds);
+
+// Wall-clock seconds from a monotonic clock.
+double cfv_now(void);
+
+#endif  // CHAINFD_VIEWER_SIM_H

@@ -1,0 +1,610 @@
+// The window and the headless renderer, both on MuJoCo's own renderer (mjv_ scene, mjr_ OpenGL).
+//
+// Real time: each frame steps until simulated time catches up with wall time (times the speed
+// factor), but never for longer than STEP_BUDGET of wall time, so that the window keeps drawing
+// and answering input when the dynamics is slower than real time (MuJoCo's own on a long chain);
+// the debt is then dropped rather than carried, and the overlay shows the real-time factor that
+// was actually achieved.
+#define _POSIX_C_SOURCE 200809L  // popen, strtok_r
+
+#include "view.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+
+#include "png.h"
+
+#define STEP_BUDGET 0.040     // wall seconds of stepping per frame at most
+#define STATS_WINDOW 0.5      // wall seconds over which the overlay's rates are averaged
+#define DOUBLE_CLICK 0.3      // seconds
+#define HIDDEN_GROUP 5        // geom group that --hide-moving moves geoms into (and hides)
+
+void cfv_view_defaults(cfv_view_opts* o) {
+  memset(o, 0, sizeof(*o));
+  o->width = 1280;
+  o->height = 800;
+  o->speed = 1;
+  o->overlay = 1;
+  o->frames = 1;
+  o->fps = 30;
+}
+
+// --- shared state -------------------------------------------------------------------------------------
+
+typedef struct rates {  // accumulated over STATS_WINDOW, then published
+  double t0, step_wall, sim;
+  long long steps, mujoco_steps;
+  int frames;
+  double rtf, step_us, steps_per_frame, fps;
+  int have;
+} rates;
+
+typedef struct viewer {
+  cfv_sim* sim;
+  const cfv_view_opts* o;
+  GLFWwindow* win;
+  mjvCamera cam;
+  mjvOption opt;
+  mjvScene scn;
+  mjrContext con;
+  mjvPerturb pert;
+  int headless;
+  int per_frame;  // headless: steps per frame
+
+  // interaction
+  int left, middle, right;
+  double lastx, lasty, last_click;
+  int last_button;
+  int paused, show_help, show_overlay;
+  double speed;
+  int shots;
+
+  // real-time sync
+  int resync;
+  double sync_wall, sync_sim;
+  rates r;
+} viewer;
+
+static void glfw_error(int code, const char* what) {
+  fprintf(stderr, "chainfd-view: GLFW error %d: %s\n", code, what);
+}
+
+// GLFW with an OpenGL context: a visible window, or a hidden one for offscreen rendering.
+static GLFWwindow* open_window(int width, int height, int visible, const char* title) {
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    fprintf(stderr, "chainfd-view: cannot initialise GLFW: no X display? (run under xvfb-run -a; "
+                    "--benchmark needs no display)\n");
+    return NULL;
+  }
+  glfwWindowHint(GLFW_VISIBLE, visible ? GLFW_TRUE : GLFW_FALSE);
+  glfwWindowHint(GLFW_SAMPLES, visible ? 4 : 0);  // offscreen multisampling is MuJoCo's own
+  GLFWwindow* w = glfwCreateWindow(width, height, title, NULL, NULL);
+  if (!w) {
+    fprintf(stderr, "chainfd-view: cannot create an OpenGL window\n");
+    glfwTerminate();
+    return NULL;
+  }
+  glfwMakeContextCurrent(w);
+  glfwSwapInterval(1);
+  return w;
+}
+
+static void init_scene(viewer* v, int fontscale) {
+  const mjModel* m = v->sim->m;
+  mjv_defaultFreeCamera(m, &v->cam);
+  if (v->o->camera) {
+    int id = mj_name2id(m, mjOBJ_CAMERA, v->o->camera);
+    if (id >= 0) {
+      v->cam.type = mjCAMERA_FIXED;
+      v->cam.fixedcamid = id;
+    } else {
+      fprintf(stderr, "chainfd-view: no camera '%s' in the model; using the free camera\n",
+              v->o->camera);
+    }
+  }
+  mjv_defaultOption(&v->opt);
+  if (v->o->hide_moving) v->opt.geomgroup[HIDDEN_GROUP] = 0;
+  mjv_defaultPerturb(&v->pert);
+  mjv_defaultScene(&v->scn);
+  mjv_makeScene(m, &v->scn, 2 * m->ngeom + 2000);
+  mjr_defaultContext(&v->con);
+  mjr_makeContext(m, &v->con, fontscale);
+}
+
+static void free_scene(viewer* v) {
+  mjv_freeScene(&v->scn);
+  mjr_freeContext(&v->con);
+}
+
+// --- stepping and rates ---------------------------------------------------------------------------------
+
+// The mouse's force on the selected body, renewed before every step as MuJoCo's simulate does.
+static void apply_perturbation(viewer* v) {
+  const mjModel* m = v->sim->m;
+  mjData* d = v->sim->d;
+  mju_zero(d->xfrc_applied, 6 * m->nbody);
+  mjv_applyPerturbPose(m, d, &v->pert, 0);
+  mjv_applyPerturbForce(m, d, &v->pert);
+}
+
+static int timed_step(viewer* v) {
+  double t = cfv_now();
+  if (!v->headless) apply_perturbation(v);
+  long long mj0 = v->sim->mujoco_steps;
+  int rc = cfv_sim_step(v->sim);
+  v->r.step_wall += cfv_now() - t;
+  v->r.steps++;
+  v->r.mujoco_steps += v->sim->mujoco_steps - mj0;
+  v->r.sim += v->sim->m->opt.timestep;
+  if (rc) {
+    fprintf(stderr, "chainfd-view: %s\n", v->sim->error);
+    v->paused = 1;
+  }
+  return rc;
+}
+
+// The window publishes rates averaged over the last STATS_WINDOW; headless, which renders as fast
+// as it can, publishes cumulative ones, and its real-time factor is that of the stepping alone.
+static void update_rates(viewer* v, double now) {
+  rates* r = &v->r;
+  r->frames++;
+  double span = now - r->t0;
+  if (!v->headless && span < STATS_WINDOW && r->have) return;
+  r->step_us = r->steps > 0 ? 1e6 * r->step_wall / (double)r->steps : 0;
+  r->steps_per_frame = v->headless ? v->per_frame : (double)r->steps / r->frames;
+  double wall = v->headless ? r->step_wall : span;
+  r->rtf = wall > 0 ? r->sim / wall : 0;
+  r->fps = r->frames / fmax(span, 1e-9);
+  r->have = 1;
+  if (v->headless) return;
+  r->t0 = now;
+  r->step_wall = r->sim = 0;
+  r->steps = r->mujoco_steps = 0;
+  r->frames = 0;
+}
+
+// Steps until the simulation catches up with wall time, within the frame's budget.
+static void advance_real_time(viewer* v) {
+  cfv_sim* s = v->sim;
+  double now = cfv_now();
+  if (v->paused) {
+    v->resync = 1;
+    return;
+  }
+  if (v->resync || s->d->time < v->sync_sim) {  // after a pause, a reset, a bad-state reset
+    v->sync_wall = now;
+    v->sync_sim = s->d->time;
+    v->resync = 0;
+  }
+  double target = v->sync_sim + (now - v->sync_wall) * v->speed;
+  double deadline = now + STEP_BUDGET;
+  while (s->d->time < target && !v->paused) {
+    double t_before = s->d->time;
+    if (timed_step(v)) break;
+    if (s->d->time <= t_before) {  // MuJoCo reset a diverged state to t = 0
+      v->resync = 1;
+      break;
+    }
+    if (cfv_now() > deadline) {  // slower than real time: drop the debt, keep drawing
+      v->sync_wall = cfv_now();
+      v->sync_sim = s->d->time;
+      break;
+    }
+  }
+}
+
+// --- drawing ------------------------------------------------------------------------------------------
+
+static void draw_overlay(viewer* v, mjrRect rect) {
+  cfv_sim* s = v->sim;
+  const rates* r = &v->r;
+  char titles[512], values[512];
+  char speed[64] = "";
+  if (v->speed != 1) snprintf(speed, sizeof speed, " (target x%g)", v->speed);
+  snprintf(titles, sizeof titles,
+           "Dynamics\nLinks\nStep\nSteps/frame\n%s\nTime%s%s",
+           v->headless ? "Real-time (stepping only)" : "Real-time factor",
+           s->wave ? "\nController" : "", v->paused ? "\n" : "");
+  snprintf(values, sizeof values, "%s  [B]\n%d  (dofs %d)\n%.1f us\n%.1f\n%.2f%s\n%.3f s%s%s",
+           cfv_sim_name(s), s->links, (int)s->m->nv, r->step_us, r->steps_per_frame, r->rtf, speed,
+           s->d->time, s->wave ? "\nwave  [W]" : "", v->paused ? "\nPAUSED  [space]" : "");
+  mjr_overlay(mjFONT_NORMAL, mjGRID_TOPLEFT, rect, titles, values, &v->con);
+
+  // why MuJoCo took steps that a chainfd back end was asked for
+  if (s->current != 0 && s->fallback_why[0] && v->r.have) {
+    char line[CFV_MSG + 64];
+    snprintf(line, sizeof line, "MuJoCo steps this model/state: %.150s%s", s->fallback_why,
+             strlen(s->fallback_why) > 150 ? "..." : "");
+    mjr_overlay(mjFONT_NORMAL, mjGRID_BOTTOMLEFT, rect, line, NULL, &v->con);
+  }
+  if (v->show_help) {
+    char keys[512] = "", names[256] = "";
+    int len = 0;
+    for (int i = 0; i < s->ndyn && i < 9; i++)
+      len += snprintf(names + len, sizeof names - len, "%s%d %s", i ? ", " : "", i + 1,
+                      s->dyn_name[i]);
+    snprintf(keys, sizeof keys,
+             "Pause / step\nReset\nDynamics\nDirect pick\nSpeed\nWave controller\nScreenshot\n"
+             "Overlay / help\nRotate / move / zoom\nSelect / centre\nPerturb\nFree camera\nQuit");
+    char what[768];
+    snprintf(what, sizeof what,
+             "Space / Right\nBackspace\nB / Shift+B\n%s\n- / =\nW\nP (PNG in cwd)\nF2 / F1\n"
+             "left / right / scroll\ndouble-click left / right\nCtrl + left (rotate), right (move)\n"
+             "Esc\nCtrl+Q",
+             names);
+    mjr_overlay(mjFONT_NORMAL, mjGRID_TOPRIGHT, rect, keys, what, &v->con);
+  }
+}
+
+static void render(viewer* v, mjrRect rect) {
+  mjv_updateScene(v->sim->m, v->sim->d, &v->opt, &v->pert, &v->cam, mjCAT_ALL, &v->scn);
+  mjr_render(rect, &v->scn, &v->con);
+  if (v->show_overlay) draw_overlay(v, rect);
+}
+
+// The current framebuffer to a PNG (rows come bottom-up from OpenGL).
+static int save_png(viewer* v, mjrRect rect, const char* path, unsigned char* rgb) {
+  char err[512];
+  mjr_readPixels(rgb, NULL, rect, &v->con);
+  if (cfv_png_write(path, rgb, rect.width, rect.height, 1, err, sizeof err)) {
+    fprintf(stderr, "chainfd-view: %s\n", err);
+    return 1;
+  }
+  return 0;
+}
+
+// --hide-moving: every geom of a moving body goes into a group that is not drawn.
+static void hide_moving_geoms(mjModel* m) {
+  for (int i = 0; i < m->ngeom; i++)
+    if (m->body_weldid[m->geom_bodyid[i]] != 0) m->geom_group[i] = HIDDEN_GROUP;
+}
+
+// --- the window: input ----------------------------------------------------------------------------------
+
+static void next_dynamics(viewer* v, int step) {
+  cfv_sim* s = v->sim;
+  char err[CFV_MSG];
+  int i = ((s->current + step) % s->ndyn + s->ndyn) % s->ndyn;
+  if (!cfv_sim_select(s, i, err, sizeof err)) {
+    printf("dynamics: %s (t = %.4f s)\n", cfv_sim_name(s), s->d->time);
+    fflush(stdout);
+  }
+  v->r.have = 0;  // fresh rates for the new dynamics
+  v->r.t0 = cfv_now();
+}
+
+static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
+  (void)scancode;
+  viewer* v = glfwGetWindowUserPointer(w);
+  cfv_sim* s = v->sim;
+  if (action == GLFW_RELEASE) return;
+  switch (key) {
+    case GLFW_KEY_SPACE:
+      if (action == GLFW_PRESS) v->paused = !v->paused;
+      break;
+    case GLFW_KEY_RIGHT:
+      if (v->paused) timed_step(v);
+      break;
+    case GLFW_KEY_BACKSPACE:
+      cfv_sim_reset(s);
+      v->pert.active = 0;
+      v->resync = 1;
+      break;
+    case GLFW_KEY_B:
+      if (action == GLFW_PRESS) next_dynamics(v, (mods & GLFW_MOD_SHIFT) ? -1 : 1);
+      break;
+    case GLFW_KEY_W:
+      if (action == GLFW_PRESS && s->m->nu > 0 && s->wave_freq > 0) {
+        s->wave = !s->wave;
+        if (!s->wave) memcpy(s->d->ctrl, s->ctrl0, sizeof(double) * (size_t)s->m->nu);
+      }
+      break;
+    case GLFW_KEY_EQUAL:
+    case GLFW_KEY_KP_ADD:
+      v->speed = fmin(v->speed * 2, 16);
+      v->resync = 1;
+      break;
+    case GLFW_KEY_MINUS:
+    case GLFW_KEY_KP_SUBTRACT:
+      v->speed = fmax(v->speed / 2, 1.0 / 64);
+      v->resync = 1;
+      break;
+    case GLFW_KEY_P:
+      if (action == GLFW_PRESS) {
+        int fw, fh;
+        glfwGetFramebufferSize(w, &fw, &fh);
+        unsigned char* rgb = malloc((size_t)fw * fh * 3);
+        char path[64];
+        snprintf(path, sizeof path, "chainfd-view-%03d.png", v->shots++);
+        mjrRect rect = {0, 0, fw, fh};
+        render(v, rect);
+        if (rgb && !save_png(v, rect, path, rgb)) printf("screenshot: %s\n", path);
+        free(rgb);
+      }
+      break;
+    case GLFW_KEY_F1:
+      if (action == GLFW_PRESS) v->show_help = !v->show_help;
+      break;
+    case GLFW_KEY_F2:
+      if (action == GLFW_PRESS) v->show_overlay = !v->show_overlay;
+      break;
+    case GLFW_KEY_ESCAPE:
+      v->cam.type = mjCAMERA_FREE;
+      v->pert.select = 0;
+      v->pert.active = 0;
+      break;
+    case GLFW_KEY_Q:
+      if (mods & GLFW_MOD_CONTROL) glfwSetWindowShouldClose(w, GLFW_TRUE);
+      break;
+    default:
+      if (key >= GLFW_KEY_1 && key <= GLFW_KEY_9 && action == GLFW_PRESS &&
+          key - GLFW_KEY_1 < s->ndyn)
+        next_dynamics(v, key - GLFW_KEY_1 - s->current);
+  }
+}
+
+// Double-click: left selects the body under the cursor, right centres the camera on the point
+// (Ctrl: and tracks the body).
+static void double_click(viewer* v, int button, int mods) {
+  const mjModel* m = v->sim->m;
+  const mjData* d = v->sim->d;
+  int width, height;
+  glfwGetWindowSize(v->win, &width, &height);
+  mjtNum selpnt[3];
+  int geom, flex, skin;
+  int body = mjv_select(m, d, &v->opt, (mjtNum)width / height, v->lastx / width,
+                        (height - v->lasty) / height, &v->scn, selpnt, &geom, &flex, &skin);
+  if (button == GLFW_MOUSE_BUTTON_LEFT) {
+    v->pert.select = body > 0 ? body : 0;
+    v->pert.flexselect = flex;
+    v->pert.skinselect = skin;
+    v->pert.active = 0;
+    if (body > 0) {  // the grabbed point in the body's frame, where the force will act
+      mjtNum rel[3];
+      mju_sub3(rel, selpnt, d->xpos + 3 * body);
+      mju_mulMatTVec(v->pert.localpos, d->xmat + 9 * body, rel, 3, 3);
+    }
+  } else if (button == GLFW_MOUSE_BUTTON_RIGHT && body >= 0) {
+    mju_copy3(v->cam.lookat, selpnt);
+    if ((mods & GLFW_MOD_CONTROL) && body > 0) {
+      v->cam.type = mjCAMERA_TRACKING;
+      v->cam.trackbodyid = body;
+      v->cam.fixedcamid = -1;
+    }
+  }
+}
+
+static void on_button(GLFWwindow* w, int button, int action, int mods) {
+  viewer* v = glfwGetWindowUserPointer(w);
+  v->left = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_LEFT) == GLFW_PRESS;
+  v->middle = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_MIDDLE) == GLFW_PRESS;
+  v->right = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_RIGHT) == GLFW_PRESS;
+  glfwGetCursorPos(w, &v->lastx, &v->lasty);
+  if (action != GLFW_PRESS) {
+    v->pert.active = 0;
+    return;
+  }
+  double now = glfwGetTime();
+  if (button == v->last_button && now - v->last_click < DOUBLE_CLICK) {
+    double_click(v, button, mods);
+    v->last_click = 0;
+  } else {
+    v->last_click = now;
+  }
+  v->last_button = button;
+
+  // Ctrl + drag on a selected body: left rotates it, right pulls it
+  if ((mods & GLFW_MOD_CONTROL) && v->pert.select > 0 &&
+      (button == GLFW_MOUSE_BUTTON_LEFT || button == GLFW_MOUSE_BUTTON_RIGHT)) {
+    mjv_initPerturb(v->sim->m, v->sim->d, &v->scn, &v->pert);
+    v->pert.active = button == GLFW_MOUSE_BUTTON_LEFT ? mjPERT_ROTATE : mjPERT_TRANSLATE;
+  }
+}
+
+static void on_cursor(GLFWwindow* w, double x, double y) {
+  viewer* v = glfwGetWindowUserPointer(w);
+  double dx = x - v->lastx, dy = y - v->lasty;
+  v->lastx = x;
+  v->lasty = y;
+  if (!v->left && !v->middle && !v->right) return;
+  int width, height;
+  glfwGetWindowSize(w, &width, &height);
+  if (height <= 0) return;
+  int shift = glfwGetKey(w, GLFW_KEY_LEFT_SHIFT) == GLFW_PRESS ||
+              glfwGetKey(w, GLFW_KEY_RIGHT_SHIFT) == GLFW_PRESS;
+  int action = v->right  ? (shift ? mjMOUSE_MOVE_H : mjMOUSE_MOVE_V)
+               : v->left ? (shift ? mjMOUSE_ROTATE_H : mjMOUSE_ROTATE_V)
+                         : mjMOUSE_ZOOM;
+  if (v->pert.active)
+    mjv_movePerturb(v->sim->m, v->sim->d, action, dx / height, dy / height, &v->scn, &v->pert);
+  else
+    mjv_moveCamera(v->sim->m, action, dx / height, dy / height, &v->cam);
+}
+
+static void on_scroll(GLFWwindow* w, double xoff, double yoff) {
+  (void)xoff;
+  viewer* v = glfwGetWindowUserPointer(w);
+  mjv_moveCamera(v->sim->m, mjMOUSE_ZOOM, 0, -0.05 * yoff, &v->cam);
+}
+
+// --- the window: loop -----------------------------------------------------------------------------------
+
+int cfv_run_window(cfv_sim* s, const cfv_view_opts* o) {
+  viewer* v = calloc(1, sizeof(*v));
+  if (!v) return 1;
+  v->sim = s;
+  v->o = o;
+  v->speed = o->speed;
+  v->show_overlay = o->overlay;
+  v->resync = 1;
+  if (o->hide_moving) hide_moving_geoms(s->m);
+
+  char title[256];
+  snprintf(title, sizeof title, "chainfd-view: %s", mj_id2name(s->m, mjOBJ_MODEL, 0)
+                                                        ? mj_id2name(s->m, mjOBJ_MODEL, 0) : "");
+  v->win = open_window(o->width, o->height, 1, title);
+  if (!v->win) {
+    free(v);
+    return 1;
+  }
+  init_scene(v, mjFONTSCALE_150);
+  glfwSetWindowUserPointer(v->win, v);
+  glfwSetKeyCallback(v->win, on_key);
+  glfwSetMouseButtonCallback(v->win, on_button);
+  glfwSetCursorPosCallback(v->win, on_cursor);
+  glfwSetScrollCallback(v->win, on_scroll);
+
+  double start = cfv_now();
+  v->r.t0 = start;
+  long long frame = 0;
+  int status = 0;
+  while (!glfwWindowShouldClose(v->win)) {
+    glfwPollEvents();
+    if (o->switch_every > 0 && frame > 0 && frame % o->switch_every == 0) next_dynamics(v, 1);
+    advance_real_time(v);
+    int fw, fh;
+    glfwGetFramebufferSize(v->win, &fw, &fh);
+    mjrRect rect = {0, 0, fw, fh};
+    render(v, rect);
+    glfwSwapBuffers(v->win);
+    update_rates(v, cfv_now());
+    frame++;
+    if (o->run_for > 0 && cfv_now() - start >= o->run_for) break;
+  }
+  printf("window: %lld frames in %.2f s, t = %.4f s, dynamics %s, state %s\n", frame,
+         cfv_now() - start, s->d->time, cfv_sim_name(s), cfv_sim_finite(s) ? "finite" : "NOT FINITE");
+  if (!cfv_sim_finite(s)) status = 1;
+  free_scene(v);
+  glfwDestroyWindow(v->win);
+  glfwTerminate();
+  free(v);
+  return status;
+}
+
+// --- headless ------------------------------------------------------------------------------------------
+
+// Whether a program is on PATH (ffmpeg is optional).
+static int on_path(const char* prog) {
+  const char* path = getenv("PATH");
+  if (!path) return 0;
+  char* copy = strdup(path);
+  int found = 0;
+  char* save = NULL;
+  for (char* dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", dir, prog);
+    found = access(full, X_OK) == 0;
+  }
+  free(copy);
+  return found;
+}
+
+static FILE* open_video(const cfv_view_opts* o) {
+  if (!on_path("ffmpeg")) {
+    fprintf(stderr, "chainfd-view: ffmpeg is not installed: no video, PNG frames only\n");
+    return NULL;
+  }
+  // OpenGL rows are bottom-up (vflip); yuv420p wants even sizes (scale)
+  char cmd[4096 + 512];
+  snprintf(cmd, sizeof cmd,
+           "ffmpeg -loglevel error -y -f rawvideo -pix_fmt rgb24 -s %dx%d -r %g -i - "
+           "-vf vflip,scale=trunc(iw/2)*2:trunc(ih/2)*2 -c:v libx264 -pix_fmt yuv420p '%s/chainfd.mp4'",
+           o->width, o->height, o->fps, o->out);
+  FILE* f = popen(cmd, "w");
+  if (!f) fprintf(stderr, "chainfd-view: cannot start ffmpeg: %s\n", strerror(errno));
+  return f;
+}
+
+int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
+  if (o->out && mkdir(o->out, 0777) && errno != EEXIST) {
+    fprintf(stderr, "chainfd-view: cannot create '%s': %s\n", o->out, strerror(errno));
+    return 1;
+  }
+  viewer* v = calloc(1, sizeof(*v));
+  unsigned char* rgb = malloc((size_t)o->width * o->height * 3);
+  if (!v || !rgb) {
+    free(v);
+    free(rgb);
+    return 1;
+  }
+  v->sim = s;
+  v->o = o;
+  v->headless = 1;
+  v->show_overlay = o->overlay;
+  if (o->hide_moving) hide_moving_geoms(s->m);
+  // the offscreen buffer is sized from the model's visual settings when the context is made
+  s->m->vis.global.offwidth = o->width;
+  s->m->vis.global.offheight = o->height;
+
+  v->win = open_window(64, 64, 0, "chainfd-view (headless)");
+  if (!v->win) {
+    free(v);
+    free(rgb);
+    return 1;
+  }
+  init_scene(v, mjFONTSCALE_100);
+  mjr_setBuffer(mjFB_OFFSCREEN, &v->con);
+  int status = 0;
+  if (v->con.currentBuffer != mjFB_OFFSCREEN) {
+    fprintf(stderr, "chainfd-view: this OpenGL context has no offscreen framebuffer\n");
+    status = 1;
+  }
+  FILE* video = (status == 0 && o->video && o->out) ? open_video(o) : NULL;
+
+  // frames advance simulated time, not wall time: the same frames on any machine
+  int per_frame = (int)fmax(1, round(1.0 / (o->fps * s->m->opt.timestep)));
+  v->per_frame = per_frame;
+  int warmup = (int)round(o->warmup / s->m->opt.timestep);
+  v->r.t0 = cfv_now();
+  for (int i = 0; i < warmup && status == 0; i++) status = timed_step(v);
+
+  mjrRect rect = {0, 0, o->width, o->height};
+  for (int f = 0; f < o->frames && status == 0; f++) {
+    if (f > 0) {
+      if (o->switch_every > 0 && f % o->switch_every == 0) next_dynamics(v, 1);
+      double t0 = s->d->time;
+      for (int k = 0; k < per_frame && status == 0; k++) status = timed_step(v);
+      if (status) break;
+      if (!(s->d->time > t0) || !cfv_sim_finite(s)) {
+        fprintf(stderr, "chainfd-view: frame %d with %s: time %.6f -> %.6f, state %s\n", f,
+                cfv_sim_name(s), t0, s->d->time, cfv_sim_finite(s) ? "finite" : "NOT FINITE");
+        status = 1;
+        break;
+      }
+    }
+    update_rates(v, cfv_now());
+    render(v, rect);
+    if (o->out) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/frame_%05d.png", o->out, f);
+      status = save_png(v, rect, path, rgb);
+      if (video && !status && fwrite(rgb, 1, (size_t)o->width * o->height * 3, video) == 0)
+        fprintf(stderr, "chainfd-view: ffmpeg stopped taking frames\n");
+    } else {
+      mjr_readPixels(rgb, NULL, rect, &v->con);  // still exercise the read-back
+    }
+  }
+  if (video && pclose(video) != 0) fprintf(stderr, "chainfd-view: ffmpeg failed; no video\n");
+  if (status == 0)
+    printf("headless: %d frames %dx%d%s%s, t = %.4f s, dynamics %s, %lld steps (%lld by MuJoCo "
+           "for a chainfd back end), state %s\n",
+           o->frames, o->width, o->height, o->out ? " -> " : "", o->out ? o->out : "", s->d->time,
+           cfv_sim_name(s), s->steps, s->mujoco_steps,
+           cfv_sim_finite(s) ? "finite" : "NOT FINITE");
+  if (status == 0 && !cfv_sim_finite(s)) status = 1;
+  free_scene(v);
+  glfwDestroyWindow(v->win);
+  glfwTerminate();
+  free(v);
+  free(rgb);
+  return status;
+}
