@@ -6,7 +6,7 @@
 //   A' = R A R^T, B' = R B R^T, C' = R C R^T                  (rotate)
 //   [[A' + p^B'^T - B'p^ - p^C'p^,  B' + p^C'], [., C']]       (shift the reference point by p)
 // The articulated inertia and bias force are running values (only the parent's is ever needed);
-// per link the sweeps keep the pose, c_i, the rigid-body bias, U_i, d_i and u_i: 32 numbers.
+// per link the sweeps keep V_i, U_i, d_i, u_i and (except in lean mode) the pose, c_i and bias.
 // Per-link scratch entries are `stride` apart, so a GPU can interleave the instances of a batch
 // (entry k of instance b at work[k * stride + b]) and read them coalesced; the CPU uses stride 1.
 #ifndef CHAINFD_ABA_CORE_H
@@ -15,7 +15,7 @@
 #include "cfd_math.h"
 #include "chain.h"
 
-enum { CFD_ABA_LINK_DOUBLES = 32 };
+enum { CFD_ABA_LINK_DOUBLES = 38 };
 
 typedef struct {
   double A[9], B[9], C[9];
@@ -82,45 +82,77 @@ CFD_HD void cfd_inertia3_from(const double J[36], cfd_inertia3* I) {
     }
 }
 
-// qacc for one state. q, qd, tau, extra_diag (may be NULL) and qacc are this instance's vectors
-// (entry i at [i * vstride]); work holds CFD_ABA_LINK_DOUBLES * n entries at [k * stride].
-CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, const double* tau,
-                        const double* extra_diag, double* qacc, long vstride, double* work,
-                        long stride) {
-  int n = c->n;
-#define W(i, k) work[((long)(i) * CFD_ABA_LINK_DOUBLES + (k)) * stride]
-  // slots per link: 0-8 R, 9-11 p, 12-17 c, 18-23 rigid bias, 24-29 U, 30 d, 31 u
+// The pose of link i in its parent at q_i, and from V_i (and qd_i) its velocity-product
+// acceleration c_i = ad_V (S qd) and rigid-body bias force -ad*_V J V.
+CFD_HD void cfd_aba_link(const cfd_chain* c, int i, double qi, double qdi, const double* V,
+                         double R[9], double p[3], double ci[6], double pb[6]) {
+  const double* S = c->screw + 6 * i;
+  double Re[9], pe[3], Sqd[6], JV[6];
+  cfd_screw_exp(S, qi, Re, pe);
+  cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, R, p);
+  if (!V) return;
+  for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qdi;
+  cfd_ad(V, Sqd, ci);
+  cfd_mat6_vec(c->inertia + 36 * i, V, JV);
+  cfd_neg_adstar(V, JV, pb);
+}
 
-  // out: poses, velocities, velocity-product accelerations c_i and rigid-body bias forces
+// qacc for one state. q, qd, tau, extra_diag (may be NULL) and qacc are this instance's vectors
+// (entry i at [i * vstride]); work holds cfd_aba_link_doubles(lean) * n entries at [k * stride].
+// lean = 0 keeps every link's pose, c_i and bias between the sweeps (the CPU: memory is cheap,
+// sin/cos is not); lean = 1 keeps only V_i, U_i, d_i, u_i and recomputes the rest (the GPU: a
+// thread's scratch is DRAM traffic, arithmetic is nearly free).
+enum { CFD_ABA_LINK_DOUBLES_LEAN = 14 };
+CFD_HD int cfd_aba_link_doubles(int lean) {
+  return lean ? (int)CFD_ABA_LINK_DOUBLES_LEAN : (int)CFD_ABA_LINK_DOUBLES;
+}
+
+CFD_HD int cfd_aba_core_ex(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                           const double* extra_diag, double* qacc, long vstride, double* work,
+                           long stride, int lean) {
+  int n = c->n, per = cfd_aba_link_doubles(lean);
+#define W(i, k) work[((long)(i) * per + (k)) * stride]
+  // slots per link: 0-5 V, 6-11 U, 12 d, 13 u; and when not lean: 14-22 R, 23-25 p, 26-31 c,
+  // 32-37 rigid-body bias (CFD_ABA_LINK_DOUBLES = 38)
+
+  // out: velocities (and, not lean, poses, c_i and bias forces)
   double V[6] = {0, 0, 0, 0, 0, 0};
   for (int i = 0; i < n; i++) {
     const double* S = c->screw + 6 * i;
-    double Re[9], pe[3], R[9], p[3], Vc[6], Sqd[6], ci[6], JV[6], pb[6];
-    cfd_screw_exp(S, q[i * vstride], Re, pe);
-    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, R, p);
+    double R[9], p[3], Vc[6], ci[6], pb[6];
+    cfd_aba_link(c, i, q[i * vstride], 0, NULL, R, p, NULL, NULL);
     cfd_twist_to_child(R, p, V, Vc);
     double qdi = qd[i * vstride];
-    for (int k = 0; k < 6; k++) {
-      Sqd[k] = S[k] * qdi;
-      V[k] = Vc[k] + Sqd[k];
-    }
-    cfd_ad(V, Sqd, ci);
-    cfd_mat6_vec(c->inertia + 36 * i, V, JV);
-    cfd_neg_adstar(V, JV, pb);
-    for (int k = 0; k < 9; k++) W(i, k) = R[k];
-    for (int k = 0; k < 3; k++) W(i, 9 + k) = p[k];
-    for (int k = 0; k < 6; k++) {
-      W(i, 12 + k) = ci[k];
-      W(i, 18 + k) = pb[k];
+    for (int k = 0; k < 6; k++) V[k] = Vc[k] + S[k] * qdi;
+    for (int k = 0; k < 6; k++) W(i, k) = V[k];
+    if (!lean) {
+      double Sqd[6], JV[6];
+      for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qdi;
+      cfd_ad(V, Sqd, ci);
+      cfd_mat6_vec(c->inertia + 36 * i, V, JV);
+      cfd_neg_adstar(V, JV, pb);
+      for (int k = 0; k < 9; k++) W(i, 14 + k) = R[k];
+      for (int k = 0; k < 3; k++) W(i, 23 + k) = p[k];
+      for (int k = 0; k < 6; k++) W(i, 26 + k) = ci[k], W(i, 32 + k) = pb[k];
     }
   }
 
   // in: articulated inertia IA and bias pA, running from the tip
   cfd_inertia3 IA;
-  double pA[6];
+  double pA[6] = {0, 0, 0, 0, 0, 0}, R[9], p[3], ci[6];
   cfd_inertia3_from(c->inertia + 36 * (n - 1), &IA);
-  for (int k = 0; k < 6; k++) pA[k] = W(n - 1, 18 + k);
   for (int i = n - 1; i >= 0; i--) {
+    // this link's pose and c_i; its bias force joins what the child passed down in pA
+    double Vi[6], pb[6];
+    for (int k = 0; k < 6; k++) Vi[k] = W(i, k);
+    if (lean) {
+      cfd_aba_link(c, i, q[i * vstride], qd[i * vstride], Vi, R, p, ci, pb);
+    } else {
+      for (int k = 0; k < 9; k++) R[k] = W(i, 14 + k);
+      for (int k = 0; k < 3; k++) p[k] = W(i, 23 + k);
+      for (int k = 0; k < 6; k++) ci[k] = W(i, 26 + k), pb[k] = W(i, 32 + k);
+    }
+    for (int k = 0; k < 6; k++) pA[k] += pb[k];
     const double* S = c->screw + 6 * i;
     double U[6], t1[3], t2[3];
     cfd_rot(IA.A, S, t1);
@@ -132,22 +164,19 @@ CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, c
     double d = cfd_dot6(S, U) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);
     if (!(d > 0)) return CFD_ERR_SINGULAR;
     double u = tau[i * vstride] - cfd_dot6(S, pA);
-    for (int k = 0; k < 6; k++) W(i, 24 + k) = U[k];
-    W(i, 30) = d;
-    W(i, 31) = u;
+    for (int k = 0; k < 6; k++) W(i, 6 + k) = U[k];
+    W(i, 12) = d;
+    W(i, 13) = u;
     if (i == 0) break;
     // Ia = IA - U U^T / d,  pa = pA + Ia c + U u / d, then both to the parent
-    double inv = 1 / d, ci[6], R[9], p[3];
-    for (int k = 0; k < 6; k++) ci[k] = W(i, 12 + k);
-    for (int k = 0; k < 9; k++) R[k] = W(i, k);
-    for (int k = 0; k < 3; k++) p[k] = W(i, 9 + k);
+    double inv = 1 / d;
     for (int r = 0; r < 3; r++)
       for (int k = 0; k < 3; k++) {
         IA.A[3 * r + k] -= U[r] * U[k] * inv;
         IA.B[3 * r + k] -= U[r] * U[3 + k] * inv;
         IA.C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
       }
-    double pa[6], a1[3], a2[3], b1[3], b2[3], pp[6];
+    double pa[6], a1[3], a2[3], b1[3], b2[3];
     cfd_rot(IA.A, ci, a1);
     cfd_rot(IA.B, ci + 3, a2);
     cfd_rotT(IA.B, ci, b1);
@@ -157,8 +186,7 @@ CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, c
       pa[k] = pA[k] + a1[k] + a2[k] + U[k] * su;
       pa[3 + k] = pA[3 + k] + b1[k] + b2[k] + U[3 + k] * su;
     }
-    cfd_wrench_to_parent(R, p, pa, pp);
-    for (int k = 0; k < 6; k++) pA[k] = W(i - 1, 18 + k) + pp[k];
+    cfd_wrench_to_parent(R, p, pa, pA);  // the parent's bias is added at the top of its turn
     cfd_inertia3 parent;
     cfd_inertia3_to_parent(R, p, &IA, c->inertia + 36 * (i - 1), &parent);
     IA = parent;
@@ -168,18 +196,31 @@ CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, c
   double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
   for (int i = 0; i < n; i++) {
     const double* S = c->screw + 6 * i;
-    double R[9], p[3], ai[6], U[6];
-    for (int k = 0; k < 9; k++) R[k] = W(i, k);
-    for (int k = 0; k < 3; k++) p[k] = W(i, 9 + k);
-    for (int k = 0; k < 6; k++) U[k] = W(i, 24 + k);
+    double ai[6], U[6], pb[6];
+    if (lean) {
+      double Vi[6];
+      for (int k = 0; k < 6; k++) Vi[k] = W(i, k);
+      cfd_aba_link(c, i, q[i * vstride], qd[i * vstride], Vi, R, p, ci, pb);
+    } else {
+      for (int k = 0; k < 9; k++) R[k] = W(i, 14 + k);
+      for (int k = 0; k < 3; k++) p[k] = W(i, 23 + k);
+      for (int k = 0; k < 6; k++) ci[k] = W(i, 26 + k);
+    }
+    for (int k = 0; k < 6; k++) U[k] = W(i, 6 + k);
     cfd_twist_to_child(R, p, a, ai);
-    for (int k = 0; k < 6; k++) ai[k] += W(i, 12 + k);
-    double qa = (W(i, 31) - cfd_dot6(U, ai)) / W(i, 30);
+    for (int k = 0; k < 6; k++) ai[k] += ci[k];
+    double qa = (W(i, 13) - cfd_dot6(U, ai)) / W(i, 12);
     qacc[i * vstride] = qa;
     for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
   }
 #undef W
   return CFD_OK;
+}
+
+CFD_HD int cfd_aba_core(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                        const double* extra_diag, double* qacc, long vstride, double* work,
+                        long stride) {
+  return cfd_aba_core_ex(c, q, qd, tau, extra_diag, qacc, vstride, work, stride, 0);
 }
 
 #endif  // CHAINFD_ABA_CORE_H

@@ -35,22 +35,22 @@ typedef struct cfd_rollout_params {
 } cfd_rollout_params;
 
 // Per-instance state and scratch, entries `stride` apart (a GPU interleaves its instances): the
-// ABA's CFD_ABA_LINK_DOUBLES n, then q, tau, diag, qacc, qpos, qvel (n each).
-#define CFD_ROLLOUT_DOUBLES(n) ((CFD_ABA_LINK_DOUBLES + 6) * (n))
+// ABA's (lean on the GPU, see aba_core.h), then q, tau, diag, qacc, qpos, qvel (n each).
+CFD_HD long cfd_rollout_doubles(int n, int lean) { return (long)(cfd_aba_link_doubles(lean) + 6) * n; }
 
-CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride) {
-  return work + (long)(CFD_ABA_LINK_DOUBLES + 4) * n * stride;
+CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride, int lean) {
+  return work + (long)(cfd_aba_link_doubles(lean) + 4) * n * stride;
 }
-CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride) {
-  return work + (long)(CFD_ABA_LINK_DOUBLES + 5) * n * stride;
+CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride, int lean) {
+  return work + (long)(cfd_aba_link_doubles(lean) + 5) * n * stride;
 }
 
 // One step of the instance whose state and scratch are in work, under controls ctrl (nu).
 // Returns 0, or the ABA's status (a singular joint-space system).
 CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
-                            double* work, long stride) {
+                            double* work, long stride, int lean) {
   int n = p->n;
-  double* q = work + (long)CFD_ABA_LINK_DOUBLES * n * stride;
+  double* q = work + (long)cfd_aba_link_doubles(lean) * n * stride;
   double* tau = q + (long)n * stride;
   double* diag = tau + (long)n * stride;
   double* qacc = diag + (long)n * stride;
@@ -78,7 +78,7 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
     tau[i * stride] += g * force;
     if (p->integrator == CFD_INT_IMPLICITFAST) diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
   }
-  int st = cfd_aba_core(c, q, qvel, tau, diag, qacc, stride, work, stride);
+  int st = cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
   if (st) return st;
   for (int i = 0; i < n; i++) {  // semi-implicit Euler: velocity first, then position with it
     qvel[i * stride] += h * qacc[i * stride];

@@ -123,7 +123,7 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
   r->device = device;
   r->param_data = calloc(4 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
   r->act_dof = calloc((size_t)nu + 1, sizeof(int));
-  r->work = malloc(sizeof(double) * CFD_ROLLOUT_DOUBLES(n));
+  r->work = malloc(sizeof(double) * cfd_rollout_doubles(n, 0));
   if (!r->param_data || !r->act_dof || !r->work) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "out of memory");
@@ -220,8 +220,8 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     return 1;
   }
   int n = r->n;
-  double* qpos = cfd_rollout_qpos(r->work, n, 1);
-  double* qvel = cfd_rollout_qvel(r->work, n, 1);
+  double* qpos = cfd_rollout_qpos(r->work, n, 1, 0);
+  double* qvel = cfd_rollout_qvel(r->work, n, 1, 0);
   for (int b = 0; b < B; b++) {
     const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
     memcpy(qpos, x0, sizeof(double) * n);
@@ -229,7 +229,7 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
     if (!final_only) memcpy(o, x0, sizeof(double) * 2 * n);
     for (int t = 0; t < H; t++) {
-      int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work, 1);
+      int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work, 1, 0);
       if (st) {
         snprintf(err, err_size, "rollout: instance %d step %d: %s", b, t, cfd_status_str(st));
         return 1;

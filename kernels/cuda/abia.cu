@@ -1,5 +1,6 @@
 // ABIA on the GPU for many instances: one thread per instance runs the structured
-// articulated-body sweeps of aba_core.h (the CPU fast path's code). The model is shared by every
+// articulated-body sweeps of aba_core.h (the CPU fast path's code) in its lean mode: a thread keeps
+// 14 numbers per link between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared by every
 // thread (read-only, broadcast from cache); each instance's per-link scratch is interleaved with
 // its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses coalesce.
 #include "aba_core.h"
@@ -17,8 +18,8 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   long o = (long)b * c.n;
-  int st = cfd_aba_core(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1, work + b,
-                        B);
+  int st = cfd_aba_core_ex(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1,
+                           work + b, B, 1);
   if (st) atomicExch(error, st);
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aba_core.h"
 #include "cfa_blocks.h"
 #include "gpu_internal.h"
 
@@ -62,7 +63,7 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
 
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
-    case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_GPU;
+    case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_LEAN;
     case CFD_GPU_CFA: {
       int levels = 0;
       for (int s = 1; s < n; s *= 2) levels++;

@@ -56,7 +56,6 @@ int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, c
 // ID scratch layout per instance (doubles): local poses 12n, world poses 12n, world screws 6n,
 // velocities 6n, accelerations 6n.
 #define CFD_ID_WORK(n) ((size_t)(n) * 42)
-#define CFD_ABA_LINK_DOUBLES_GPU 32  // = CFD_ABA_LINK_DOUBLES (aba_core.h)
 
 static inline int cfd_pow2_threads(int n, int maxt) {
   int t = 32;

@@ -30,8 +30,8 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
   if (b >= B) return;
   int n = p.n;
   double* w = work + b;
-  double* qpos = cfd_rollout_qpos(w, n, B);
-  double* qvel = cfd_rollout_qvel(w, n, B);
+  double* qpos = cfd_rollout_qpos(w, n, B, 1);
+  double* qvel = cfd_rollout_qvel(w, n, B, 1);
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   for (int i = 0; i < n; i++) {
     qpos[(long)i * B] = x0[i];
@@ -41,7 +41,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
   for (int t = 0; t < H; t++) {
-    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B)) {
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B, 1)) {
       atomicExch(error, CFD_ERR_SINGULAR);
       return;
     }
@@ -165,7 +165,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
-    e = cudaMalloc(&r->work, sizeof(double) * CFD_ROLLOUT_DOUBLES(n) * (size_t)B);
+    e = cudaMalloc(&r->work, sizeof(double) * cfd_rollout_doubles(n, 1) * (size_t)B);
     if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
     r->capacity = B;
   }
