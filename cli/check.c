@@ -64,14 +64,11 @@ int cfd_cmd_info(int argc, char** argv) {
     const cfd_backend* be = cfd_backend_get(b);
     char why[512];
     if (cfd_backend_supports(be, m, &c, why, sizeof why)) printf("  %-10s refused: %s\n", be->name, why);
+    else if (be->gpu_algorithm >= 0 && cfd_gpu_device_count() == 0)
+      printf("  %-10s needs a CUDA device (none here)\n", be->name);
     else printf("  %-10s supported  (%s)\n", be->name, be->description);
   }
   int gpus = cfd_gpu_device_count();
-  for (int a = 0; a < 3; a++) {
-    const char* name = cfd_gpu_algorithm_name((cfd_gpu_algorithm)a);
-    if (gpus == 0) printf("  %-10s needs a CUDA device (none here)\n", name);
-    else printf("  %-10s supported on %d CUDA device(s)\n", name, gpus);
-  }
   char why[512];
   const char* pick = cfd_auto_pick(c.n, batch, gpus > 0, why, sizeof why);
   printf("backend=auto for a batch of %d: %s\n  (%s)\n", batch, pick, why);
@@ -199,6 +196,7 @@ int cfd_cmd_check(int argc, char** argv) {
   const cfd_gpu_algorithm known_gpu[3] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA};
   for (int b = 0; b < cfd_backend_count(); b++) {
     const char* name = cfd_backend_get(b)->name;
+    if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // the GPU: one batch, below
     if (!all && strcmp(backend, name)) continue;
     cfd_solver* s = cfd_solver_create(m, name, err, sizeof err);
     if (s) solvers[nb++] = s;

@@ -49,6 +49,7 @@ enum {
   CFD_ERR_ALLOC = 3,       // out of memory
   CFD_ERR_NONFINITE = 4,   // NaN or Inf in the input
   CFD_ERR_INACCURATE = 5,  // CFA's refinement did not converge: its system is too ill-conditioned
+  CFD_ERR_GPU = 6,         // a CUDA call failed (cfd_gpu_fd's message says which)
 };
 const char* cfd_status_str(int status);
 

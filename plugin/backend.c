@@ -4,18 +4,23 @@
 #include <string.h>
 
 #include "backend.h"
+#include "chainfd_batch.h"
 #include "cfd_math.h"
 #include "mj_chain.h"
 
 static const cfd_backend backends[] = {
     {"cpu.fast", "articulated-body algorithm, structured spatial algebra (the fast CPU path)",
-     cfd_fast_work_size, cfd_fd_fast_cpu, 0},
+     cfd_fast_work_size, cfd_fd_fast_cpu, 0, -1},
     {"cpu.abia", "articulated-body inertia algorithm, reference (paper 000 eq. 8)",
-     cfd_abia_work_size, cfd_fd_abia_cpu, 0},
+     cfd_abia_work_size, cfd_fd_abia_cpu, 0, -1},
     {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + Cholesky (eq. 7)",
-     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, 0},
+     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, 0, -1},
     {"cpu.cfa", "constraint force algorithm, odd-even elimination (eq. 9-19, Algorithm 2)",
-     cfd_cfa_work_size, cfd_fd_cfa_cpu, 1},
+     cfd_cfa_work_size, cfd_fd_cfa_cpu, 1, -1},
+    {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, 0, CFD_GPU_ABIA},
+    {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, 0,
+     CFD_GPU_JSIIA},
+    {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, 1, CFD_GPU_CFA},
 };
 
 int cfd_backend_count(void) { return (int)(sizeof(backends) / sizeof(backends[0])); }
@@ -53,6 +58,8 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
 struct cfd_solver {
   cfd_chain chain;
   const cfd_backend* backend;
+  cfd_gpu* gpu;  // GPU back ends
+  char gpu_err[256];
   double* work;
   double* q;
   double* qd;
@@ -64,11 +71,17 @@ struct cfd_solver {
 void cfd_solver_free(cfd_solver* s) {
   if (!s) return;
   cfd_chain_free(&s->chain);
+  cfd_gpu_free(s->gpu);
   free(s->work); free(s->q); free(s->qd); free(s->tau); free(s->qacc); free(s->xfrc_work);
   free(s);
 }
 
 cfd_solver* cfd_solver_create(const mjModel* m, const char* backend, char* err, int err_size) {
+  return cfd_solver_create_on(m, backend, 0, err, err_size);
+}
+
+cfd_solver* cfd_solver_create_on(const mjModel* m, const char* backend, int device, char* err,
+                                 int err_size) {
   const cfd_backend* b = cfd_backend_find(backend);
   if (!b) {
     int len = snprintf(err, err_size, "unknown backend '%s' (one of:", backend);
@@ -83,7 +96,12 @@ cfd_solver* cfd_solver_create(const mjModel* m, const char* backend, char* err, 
   if (cfd_backend_supports(b, m, &s->chain, err, err_size)) { cfd_solver_free(s); return NULL; }
   int n = s->chain.n;
   s->backend = b;
-  s->work = malloc(sizeof(double) * (b->work_size(n) + 1));
+  if (b->gpu_algorithm >= 0 &&
+      cfd_gpu_create(&s->chain, device, (cfd_gpu_algorithm)b->gpu_algorithm, &s->gpu, err, err_size)) {
+    cfd_solver_free(s);
+    return NULL;
+  }
+  s->work = malloc(sizeof(double) * ((b->work_size ? b->work_size(n) : 0) + 1));
   s->q = malloc(sizeof(double) * n);
   s->qd = malloc(sizeof(double) * n);
   s->tau = malloc(sizeof(double) * n);
@@ -111,6 +129,10 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
   int n = s->chain.n;
   if (cfd_check_finite(q, n) || cfd_check_finite(qd, n) || cfd_check_finite(tau, n))
     return CFD_ERR_NONFINITE;
+  if (s->gpu) {
+    return cfd_gpu_fd(s->gpu, 1, q, qd, tau, extra_diag, qacc, CFD_HOST, s->gpu_err,
+                      sizeof s->gpu_err) ? CFD_ERR_GPU : CFD_OK;
+  }
   return s->backend->fd(&s->chain, q, qd, tau, extra_diag, qacc, s->work);
 }
 
@@ -120,7 +142,8 @@ int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const doub
   cfd_solver_gather(s, m, d, &q, &qd, &tau);
   int st = cfd_solver_fd(s, q, qd, tau, extra_diag, s->qacc);
   if (st) {
-    snprintf(err, err_size, "%s: %s", s->backend->name, cfd_status_str(st));
+    snprintf(err, err_size, "%s: %s", s->backend->name,
+             st == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(st));
     return st;
   }
   for (int i = 0; i < s->chain.n; i++) qacc[s->chain.dof[i]] = s->qacc[i];

@@ -22,6 +22,7 @@ typedef struct cfd_backend {
   size_t (*work_size)(int n);
   cfd_fd_fn fd;
   int needs_link_mass;      // every link's spatial inertia must be invertible (CFA)
+  int gpu_algorithm;        // -1: a CPU back end; else the cfd_gpu_algorithm it runs (fd NULL)
 } cfd_backend;
 
 int cfd_backend_count(void);
@@ -35,8 +36,11 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
 // The chain model of one mjModel plus one back end's scratch, for one state at a time.
 typedef struct cfd_solver cfd_solver;
 
-// NULL with a message naming the element when the model or back end is refused.
+// NULL with a message naming the element when the model or back end is refused. GPU back ends
+// (cuda.*) run one state per call on CUDA device `device` (cfd_solver_create: device 0).
 cfd_solver* cfd_solver_create(const mjModel* m, const char* backend, char* err, int err_size);
+cfd_solver* cfd_solver_create_on(const mjModel* m, const char* backend, int device, char* err,
+                                 int err_size);
 void cfd_solver_free(cfd_solver* s);
 const cfd_chain* cfd_solver_chain(const cfd_solver* s);
 const cfd_backend* cfd_solver_backend(const cfd_solver* s);

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "chainfd_batch.h"
 
 const char* const cfd_config_keys[CFD_CONFIG_NKEY] = {"backend", "precision", "device", "fallback"};
 
@@ -14,7 +15,9 @@ static int is_set(const char* s) { return s && s[0]; }
 
 static int is_gpu_backend(const cfd_backend* b) { return strncmp(b->name, "cpu.", 4) != 0; }
 
+// GPU back ends that can run here: none without a CUDA device
 static int gpu_backend_count(void) {
+  if (cfd_gpu_device_count() == 0) return 0;
   int n = 0;
   for (int i = 0; i < cfd_backend_count(); i++) n += is_gpu_backend(cfd_backend_get(i));
   return n;
@@ -51,8 +54,12 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
   // precision
   const char* precision = is_set(cfg->precision) ? cfg->precision : "double";
   if (!strcmp(precision, "double")) out->use_float = 0;
-  else if (!strcmp(precision, "float")) out->use_float = 1;
-  else {
+  else if (!strcmp(precision, "float")) {
+    // accepted by the schema (the config), not computed yet: refused rather than ignored
+    snprintf(err, err_size, "%s: config precision='float' is not available: every chainfd back end "
+                            "computes in double (set precision=double)", label);
+    return 1;
+  } else {
     snprintf(err, err_size, "%s: config precision='%s' is not one of: double, float", label,
              precision);
     return 1;
@@ -102,16 +109,21 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
   if (on_gpu && !has_gpu) {
     if (is_auto) {
       if (!atomic_exchange(&said_auto_on_cpu, 1))
-        fprintf(stderr, "%s: device=%s asks for a GPU, but this build of chainfd has no GPU back "
-                        "end; backend=auto runs on the CPU (cpu.fast)\n", label, device);
+        fprintf(stderr, "%s: device=%s asks for a GPU, but there is no CUDA device here; "
+                        "backend=auto runs on the CPU\n", label, device);
       on_gpu = 0;
       dev = -1;
     } else {
-      snprintf(err, err_size, "%s: config device='%s' asks for a GPU, but this build of chainfd has "
-                              "no GPU back end (backend='%s' runs on the CPU: set device=cpu, or "
-                              "backend=auto)", label, device, backend);
+      snprintf(err, err_size, "%s: config device='%s' asks for a GPU, but there is no CUDA device "
+                              "here (backend='%s'; set device=cpu, or backend=auto)", label, device,
+               backend);
       return 1;
     }
+  }
+  if (on_gpu && dev >= cfd_gpu_device_count()) {
+    snprintf(err, err_size, "%s: config device='%s': CUDA device %d does not exist (this machine "
+                            "has %d)", label, device, dev, cfd_gpu_device_count());
+    return 1;
   }
   if (!on_gpu && dev >= 0 && (is_cpu_key || exact)) {
     snprintf(err, err_size, "%s: config backend='%s' runs on the CPU, but device='%s' asks for a "
@@ -125,13 +137,8 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
     char name[32];
     const char* alg = short_names[short_index].algorithm;
     if (on_gpu) {
-      // GPU back ends are named cuda.<algorithm>; auto takes the first one in the table
-      if (alg) snprintf(name, sizeof name, "cuda.%s", alg);
-      for (int i = 0; !alg && i < cfd_backend_count(); i++)
-        if (is_gpu_backend(cfd_backend_get(i))) {
-          snprintf(name, sizeof name, "%s", cfd_backend_get(i)->name);
-          break;
-        }
+      // GPU back ends are named cuda.<algorithm>; auto is decided per model (out->is_auto)
+      snprintf(name, sizeof name, "cuda.%s", alg ? alg : "abia");
     } else {
       snprintf(name, sizeof name, "cpu.%s", alg ? alg : "fast");
     }
@@ -142,12 +149,8 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
       return 1;
     }
   }
-  if (out->use_float && !is_gpu_backend(chosen)) {
-    snprintf(err, err_size, "%s: config precision='float' is a GPU option; the CPU back end %s "
-                            "computes in double (set precision=double)", label, chosen->name);
-    return 1;
-  }
   snprintf(out->backend, sizeof out->backend, "%s", chosen->name);
   out->device = on_gpu ? (dev < 0 ? 0 : dev) : -1;
+  out->is_auto = is_auto;
   return 0;
 }

@@ -17,6 +17,7 @@ typedef struct cfd_resolved_config {
   int device;           // -1: CPU; >= 0: CUDA device index
   int use_float;        // precision=float
   int fallback_error;   // fallback=error
+  int is_auto;          // backend=auto: the stepper picks per model from the measured table
 } cfd_resolved_config;
 
 // Checks every value and picks the back end. 0, or nonzero with a message naming the key, the value

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auto.h"
 #include "backend.h"
 #include "chainfd.h"
 #include "config.h"
@@ -209,8 +210,16 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   cfd_solver_free(s->solver);
   s->solver = NULL;
   s->model_refusal[0] = 0;
-  if (!model_feature_refusal(m, s->model_refusal, sizeof s->model_refusal))
-    s->solver = cfd_solver_create(m, s->cfg.backend, s->model_refusal, sizeof s->model_refusal);
+  if (!model_feature_refusal(m, s->model_refusal, sizeof s->model_refusal)) {
+    // backend=auto: the fastest back end for this chain and one state, by the measured table
+    // (plugin/auto.c); on a GPU device only if the table says a GPU wins there
+    if (s->cfg.is_auto) {
+      const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
+      snprintf(s->cfg.backend, sizeof s->cfg.backend, "%s", pick);
+    }
+    s->solver = cfd_solver_create_on(m, s->cfg.backend, s->cfg.device < 0 ? 0 : s->cfg.device,
+                                     s->model_refusal, sizeof s->model_refusal);
+  }
   forward_option_refusal(m, s->forward_refusal, sizeof s->forward_refusal);
   step_option_refusal(m, s->step_refusal, sizeof s->step_refusal);
 }

@@ -61,6 +61,7 @@ static void test_model(const char* spec) {
     for (int i = 0; i < nv; i++) diag[i] = 0.002 * cfd_rng_uniform(&rng, 0, 50);
     mj_dense_solve(Mmj, diag, d->qfrc_smooth, ref, nv);
     for (int b = 0; b < cfd_backend_count(); b++) {
+      if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // test_gpu covers the GPU
       cfd_solver* sv = cfd_solver_create(m, cfd_backend_get(b)->name, err, sizeof err);
       if (!sv) continue;  // refusals are tested elsewhere (multi-joint bodies and CFA)
       int st = cfd_solver_qacc(sv, m, d, diag, got, err, sizeof err);
@@ -76,6 +77,7 @@ static void test_model(const char* spec) {
   printf("%s\n  mass matrix vs mj_fullM: %.2e\n", spec, worst_M);
   EXPECT(worst_M <= 1e-12, "%s: M vs mj_fullM %.3e", spec, worst_M);
   for (int b = 0; b < cfd_backend_count(); b++) {
+    if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;
     printf("  %-10s with h*damping vs MuJoCo's M: %.2e   vs %s: %.2e\n", cfd_backend_get(b)->name,
            worst_diag[b], cfd_backend_get(0)->name, worst_cross[b]);
     EXPECT(worst_diag[b] <= 1e-10, "%s %s: %.3e", spec, cfd_backend_get(b)->name, worst_diag[b]);

@@ -64,6 +64,7 @@ const char* cfd_status_str(int status) {
     case CFD_ERR_MASSLESS: return "a link has a singular spatial inertia (CFA needs every link's inverse)";
     case CFD_ERR_ALLOC: return "out of memory";
     case CFD_ERR_NONFINITE: return "the state holds NaN or Inf";
+    case CFD_ERR_GPU: return "a CUDA call failed";
     case CFD_ERR_INACCURATE:
       return "CFA did not converge to double accuracy on this chain (its constraint-force system is "
              "too ill-conditioned); use abia or jsiia";

@@ -91,8 +91,8 @@ def test_arms():
 def test_config_errors():
     for config, needle in [
         ('<config key="backend" value="xyz"/>', "backend='xyz'"),
-        ('<config key="precision" value="float"/>', "GPU option"),
-        ('<config key="device" value="7"/><config key="backend" value="cfa"/>', "no GPU back end"),
+        ('<config key="precision" value="float"/>', "precision='float'"),
+        ('<config key="device" value="7"/><config key="backend" value="cfa"/>', "device='7'"),
         ('<config key="fallback" value="never"/>', "fallback='never'"),
     ]:
         model = chain(config)
