@@ -26,6 +26,11 @@ extern "C" {
 
 typedef struct chainfd_rollout chainfd_rollout;
 
+// device: a CUDA device index, CHAINFD_CPU for the CPU, or CHAINFD_ALL_GPUS to split every batch
+// across all visible devices (host arrays only; each device runs its share concurrently).
+#define CHAINFD_CPU (-1)
+#define CHAINFD_ALL_GPUS (-2)
+
 CHAINFD_API int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
                            int err_size);
 CHAINFD_API void chainfd_rollout_free(chainfd_rollout* r);

@@ -1,5 +1,6 @@
 // chainfd_rollout: the model check, the step parameters from mjModel, and the CPU and GPU runs.
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,16 @@
 #include "mj_chain.h"
 #include "rollout_step.h"
 
+#define CFD_MAX_GPUS 16
+
 struct chainfd_rollout {
   int n, nu, device;  // device -1: the CPU
   cfd_chain chain;
   cfd_rollout_params params;
   double* param_data;   // the arrays params points into
   int* act_dof;
-  cfd_gpu_rollout* gpu;
+  cfd_gpu_rollout* gpu[CFD_MAX_GPUS];  // one per device used
+  int ngpu;
   double* work;         // CPU scratch (one instance)
 };
 
@@ -99,7 +103,7 @@ static int check_model(const mjModel* m, char* err, int size) {
 
 void chainfd_rollout_free(chainfd_rollout* r) {
   if (!r) return;
-  cfd_gpu_rollout_free(r->gpu);
+  for (int k = 0; k < r->ngpu; k++) cfd_gpu_rollout_free(r->gpu[k]);
   cfd_chain_free(&r->chain);
   free(r->param_data);
   free(r->act_dof);
@@ -183,10 +187,24 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
   p->bias = bias;
   p->ctrlrange = ctrlrange;
   p->forcerange = forcerange;
-  if (device >= 0 && cfd_gpu_rollout_create(&r->chain, p, device, &r->gpu, err, err_size)) {
+  int first = device, count = device >= 0 ? 1 : 0;
+  if (device == CHAINFD_ALL_GPUS) {
+    first = 0;
+    count = cfd_gpu_device_count();
+    if (count > CFD_MAX_GPUS) count = CFD_MAX_GPUS;
+    if (count == 0) {
+      chainfd_rollout_free(r);
+      return refuse(err, err_size, "all GPUs asked for, but there is no CUDA device");
+    }
+  } else if (device < CHAINFD_ALL_GPUS) {
     chainfd_rollout_free(r);
-    return 1;
+    return refuse(err, err_size, "device %d is not a device index, CHAINFD_CPU or CHAINFD_ALL_GPUS", device);
   }
+  for (int k = 0; k < count; k++, r->ngpu++)
+    if (cfd_gpu_rollout_create(&r->chain, p, first + k, &r->gpu[k], err, err_size)) {
+      chainfd_rollout_free(r);
+      return 1;
+    }
   *out = r;
   return 0;
 }
@@ -202,15 +220,65 @@ void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x) {
 }
 
 double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r) {
-  return r->gpu ? cfd_gpu_rollout_last_kernel_ms(r->gpu) : 0;
+  double ms = 0;  // the slowest device's
+  for (int k = 0; k < r->ngpu; k++)
+    if (cfd_gpu_rollout_last_kernel_ms(r->gpu[k]) > ms) ms = cfd_gpu_rollout_last_kernel_ms(r->gpu[k]);
+  return ms;
+}
+
+// one device's share of a batch split across GPUs
+typedef struct {
+  cfd_gpu_rollout* gpu;
+  int B, H, shared_init, final_only, status;
+  const double *init, *ctrl;
+  double* out;
+  char err[512];
+} gpu_share;
+
+static void* run_share(void* arg) {
+  gpu_share* s = arg;
+  s->status = cfd_gpu_rollout_run(s->gpu, s->B, s->H, s->init, s->shared_init, s->ctrl, s->out,
+                                  s->final_only, CFD_HOST, s->err, sizeof s->err);
+  return NULL;
+}
+
+static int run_split(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
+                     const double* ctrl, double* out, int final_only, char* err, int err_size) {
+  gpu_share shares[CFD_MAX_GPUS];
+  pthread_t threads[CFD_MAX_GPUS];
+  int n = r->n, per = (B + r->ngpu - 1) / r->ngpu, used = 0;
+  size_t out_per = (size_t)(final_only ? 1 : H + 1) * 2 * n;
+  for (int k = 0; k < r->ngpu && k * per < B; k++, used++) {
+    int b0 = k * per, nb = B - b0 < per ? B - b0 : per;
+    shares[k] = (gpu_share){r->gpu[k], nb, H, shared_init, final_only, 0,
+                            shared_init ? init : init + (size_t)b0 * 2 * n,
+                            ctrl + (size_t)b0 * H * r->nu, out + (size_t)b0 * out_per, ""};
+    if (pthread_create(&threads[k], NULL, run_share, &shares[k])) run_share(&shares[k]), threads[k] = 0;
+  }
+  int status = 0;
+  for (int k = 0; k < used; k++) {
+    if (threads[k]) pthread_join(threads[k], NULL);
+    if (shares[k].status && !status) {
+      status = shares[k].status;
+      snprintf(err, err_size, "GPU %d: %s", k, shares[k].err);
+    }
+  }
+  return status;
 }
 
 int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size) {
-  if (r->gpu)
-    return cfd_gpu_rollout_run(r->gpu, B, H, init, shared_init, ctrl, out, final_only, where, err,
-                               err_size);
+  if (r->ngpu == 1)
+    return cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, where,
+                               err, err_size);
+  if (r->ngpu > 1) {
+    if (where == CFD_DEVICE) {
+      snprintf(err, err_size, "rollout: a batch split across GPUs takes host arrays");
+      return 1;
+    }
+    return run_split(r, B, H, init, shared_init, ctrl, out, final_only, err, err_size);
+  }
   if (where == CFD_DEVICE) {
     snprintf(err, err_size, "rollout: device arrays given to a CPU rollout");
     return 1;

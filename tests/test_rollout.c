@@ -59,14 +59,14 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
 }
 
 // the GPU rollout against the CPU rollout, with shared and distinct starts, every step or final
-static void gpu_against_cpu(const char* spec, int integrator, int B, int H) {
+static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int device) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   m->opt.integrator = integrator;
   int n = m->nv, nu = m->nu;
   chainfd_rollout *cpu, *gpu;
   EXPECT(chainfd_rollout_create(m, -1, &cpu, err, sizeof err) == 0, "%s", err);
-  EXPECT(chainfd_rollout_create(m, 0, &gpu, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_create(m, device, &gpu, err, sizeof err) == 0, "%s", err);
   double* init = malloc(sizeof(double) * B * 2 * n);
   double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
   size_t total = (size_t)B * (H + 1) * 2 * n;
@@ -83,8 +83,9 @@ static void gpu_against_cpu(const char* spec, int integrator, int B, int H) {
       double scale = 0;
       for (size_t k = 0; k < count; k++) scale = fmax(scale, fabs(a[k]));
       double e = max_abs_diff(a, g, count) / scale;
-      printf("%-44s B=%-5d H=%-4d shared=%d final=%d gpu vs cpu max_rel_err=%.2e kernel=%.3f ms\n",
-             spec, B, H, shared, final_only, e, chainfd_rollout_last_kernel_ms(gpu));
+      printf("%-44s %s B=%-5d H=%-4d shared=%d final=%d gpu vs cpu max_rel_err=%.2e kernel=%.3f ms\n",
+             spec, device == CHAINFD_ALL_GPUS ? "all GPUs" : "GPU 0", B, H, shared, final_only, e,
+             chainfd_rollout_last_kernel_ms(gpu));
       EXPECT(e <= 1e-10, "%s B=%d: GPU rollout differs from the CPU rollout by %.3e", spec, B, e);
     }
   chainfd_rollout_free(cpu);
@@ -111,11 +112,14 @@ int main(int argc, char** argv) {
       printf("SKIPPED: no CUDA device\n");
       return 77;
     }
-    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1, 50);
-    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 7, 50);
-    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64);
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1, 50, 0);
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 7, 50, 0);
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64, 0);
     gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
-                    mjINT_IMPLICITFAST, 300, 32);
+                    mjINT_IMPLICITFAST, 300, 32, 0);
+    // the batch split across every visible device (one here, or several on a multi-GPU host)
+    printf("CUDA devices: %d\n", cfd_gpu_device_count());
+    gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 64, CHAINFD_ALL_GPUS);
     TEST_EXIT();
   }
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
