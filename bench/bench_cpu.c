@@ -154,9 +154,9 @@ static int bench_size(int n, const config* cfg, size_result* res) {
   res->nmeas = 1;
   snprintf(res->m[0].name, sizeof res->m[0].name, "mj_forward");
   for (int b = 0; b < cfd_backend_count() && res->nmeas < MAX_MEAS; b++) {
+    if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // CPU back ends only (bench_gpu: the GPU)
     meas* x = &res->m[res->nmeas++];
     const char* name = cfd_backend_get(b)->name;
-    if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // CPU back ends only (bench_gpu: the GPU)
     snprintf(x->name, sizeof x->name, "%s", name);
     if (!strcmp(name, "cpu.jsiia") && nv > JSIIA_MAX_LINKS) {
       snprintf(x->note, sizeof x->note, "skipped: O(n^3) above %d links", JSIIA_MAX_LINKS);
