@@ -54,6 +54,39 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
     for (int i = 0; i < n; i++) o[i] = qpos[(long)i * B], o[n + i] = qvel[(long)i * B];
 }
 
+// Small chains: the state and scratch in local memory (write-back cached in L1; see abia.cu)
+#define ROLLOUT_LOCAL_MAX_N 16
+
+__global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
+rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
+                     const double* __restrict__ init, int shared_init,
+                     const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
+                     int* error) {
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  int n = p.n;
+  double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6)];
+  double* qpos = cfd_rollout_qpos(w, n, 1, 1);
+  double* qvel = cfd_rollout_qvel(w, n, 1, 1);
+  const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
+  for (int i = 0; i < n; i++) qpos[i] = x0[i], qvel[i] = x0[n + i];
+  double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+  if (!final_only)
+    for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
+  for (int t = 0; t < H; t++) {
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, 1, 1)) {
+      atomicExch(error, CFD_ERR_SINGULAR);
+      return;
+    }
+    if (!final_only) {
+      double* ot = o + (size_t)(t + 1) * 2 * n;
+      for (int i = 0; i < n; i++) ot[i] = qpos[i], ot[n + i] = qvel[i];
+    }
+  }
+  if (final_only)
+    for (int i = 0; i < n; i++) o[i] = qpos[i], o[n + i] = qvel[i];
+}
+
 static int fail(char* err, int size, const char* what, cudaError_t e) {
   snprintf(err, size, "GPU rollout: %s: %s", what, cudaGetErrorString(e));
   cudaGetLastError();
@@ -161,7 +194,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   size_t init_n = (size_t)(shared_init ? 1 : B) * 2 * n;
   size_t ctrl_n = (size_t)B * H * r->nu;
   size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
-  if (B > r->capacity) {  // scratch, reused across calls
+  if (n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch (long chains), reused
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
@@ -192,8 +225,13 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   }
   cudaMemsetAsync(r->error, 0, sizeof(int), r->stream);
   cudaEventRecord(r->start, r->stream);
-  rollout_kernel<<<(B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS, ROLLOUT_THREADS, 0, r->stream>>>(
-      r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->error);
+  int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
+  if (n <= ROLLOUT_LOCAL_MAX_N)
+    rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
+  else
+    rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->error);
   e = cudaGetLastError();
   if (e) return fail(err, err_size, "launching the rollout", e);
   cudaEventRecord(r->stop, r->stream);
