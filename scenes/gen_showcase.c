@@ -76,15 +76,18 @@ static void plugin_and_assets(FILE* f, double floor_repeat) {
 #define CH_PART 250         // links per file (tinyxml2's nesting limit is about 496)
 #define CH_LEN 0.01         // link length (m): a 10 m chain
 #define CH_MASS 0.01        // kg per link
-#define CH_RADIUS 0.03      // drawn radius (links overlap into a rope-like chain)
+#define CH_RADIUS 0.06      // drawn radius (links overlap into a cable)
 #define CH_HEIGHT 11.0      // pivot height: the hanging chain clears the floor
 #define CH_STEP 0.001      // time step (s)
-#define CH_DAMPING 1e-4     // joint damping (N m s)
+#define CH_DAMPING 1e-3     // joint damping (N m s): bending damping of a cable; with less, the
+                            // fast tail of the swing makes the 1 ms step unstable within seconds
 #define CH_ARMATURE 1e-5    // joint armature (kg m^2): regularises the lightest links
 #define CH_TILT 0.8         // initial angle below the horizontal (rad). Released horizontally, the
                             // folding chain's free end whips faster and faster (a finite-time
                             // singularity of the continuum) and any explicit step diverges after
                             // about 2 s, MuJoCo's own as well; from this tilt it swings for good.
+#define CH_BOB 0.2          // kg: a weight at the free end (no joint: merged into the last link),
+                            // which bounds the whip of the tail
 #define CH_TWIST 0.0015     // initial bend of each z-hinge (rad): the swing becomes 3-D
 
 static void chain_links(FILE* f, int lo, int hi, int base) {
@@ -110,6 +113,16 @@ static void chain_links(FILE* f, int lo, int hi, int base) {
   if (hi < CH_N) {
     indent(f, base + (hi - lo));
     fprintf(f, "<include file=\"showcase_chain1000_part%d.xml\"/>\n", hi / CH_PART);
+  } else if (CH_BOB > 0) {
+    double r = 0.12, ib = 0.4 * CH_BOB * r * r;
+    indent(f, base + (hi - lo));
+    fprintf(f, "<body name=\"bob\" pos=\"%g 0 0\">\n", CH_LEN + r);
+    indent(f, base + (hi - lo) + 1);
+    fprintf(f, "<inertial pos=\"0 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", CH_BOB, ib, ib, ib);
+    indent(f, base + (hi - lo) + 1);
+    fprintf(f, "<geom type=\"sphere\" size=\"%g\" rgba=\"0.85 0.85 0.85 1\"/>\n", r);
+    indent(f, base + (hi - lo));
+    fprintf(f, "</body>\n");
   }
   for (int i = hi - 1; i >= lo; i--) {
     indent(f, base + (i - lo));
@@ -134,7 +147,7 @@ static void write_chain1000(void) {
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"90\" elevation=\"-8\"/>\n"
           "    <map znear=\"0.01\" zfar=\"200\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 5.5\" extent=\"8\"/>\n\n"
+          "  <statistic center=\"0 0 5.8\" extent=\"11\"/>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" damping=\"%g\" armature=\"%g\"/>\n"
           "    <geom type=\"capsule\" size=\"%g\" contype=\"0\" conaffinity=\"0\"/>\n"
@@ -143,9 +156,11 @@ static void write_chain1000(void) {
           "    <light name=\"sun\" pos=\"0 -6 20\" dir=\"0 0.3 -1\" directional=\"true\" castshadow=\"false\"/>\n"
           "    <light name=\"fill\" pos=\"0 -15 12\" dir=\"0 1 -0.5\" diffuse=\"0.4 0.4 0.4\" castshadow=\"false\"/>\n"
           "    <geom name=\"floor\" type=\"plane\" size=\"14 14 0.1\" material=\"floor\"/>\n"
-          "    <geom name=\"post\" type=\"cylinder\" fromto=\"0 0.3 0 0 0.3 %g\" size=\"0.06\" rgba=\"0.5 0.5 0.5 1\"/>\n"
-          "    <geom name=\"pivot\" type=\"cylinder\" fromto=\"0 0.3 %g 0 -0.05 %g\" size=\"0.05\" rgba=\"0.5 0.5 0.5 1\"/>\n",
-          CH_DAMPING, CH_ARMATURE, CH_RADIUS, CH_HEIGHT + 0.05, CH_HEIGHT, CH_HEIGHT);
+          "    <geom name=\"post1\" type=\"cylinder\" fromto=\"0 1.5 0 0 1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n"
+          "    <geom name=\"post2\" type=\"cylinder\" fromto=\"0 -1.5 0 0 -1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n"
+          "    <geom name=\"beam\" type=\"cylinder\" fromto=\"0 -1.5 %g 0 1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n",
+          CH_DAMPING, CH_ARMATURE, CH_RADIUS, CH_HEIGHT + 0.1, CH_HEIGHT + 0.1, CH_HEIGHT + 0.1,
+          CH_HEIGHT + 0.1);
   chain_links(f, 0, CH_PART, 2);
   fprintf(f, "  </worldbody>\n\n");
   // keyframe: tilted down at the pivot, the z-hinges bent a little, everything else straight
@@ -193,7 +208,7 @@ static void write_rope(void) {
           "  <visual>\n"
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"120\" elevation=\"-12\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 1.3\" extent=\"1.7\"/>\n\n"
+          "  <statistic center=\"0 0 1.25\" extent=\"2.1\"/>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" damping=\"0.0005\" armature=\"1e-6\"/>\n"
           "    <geom type=\"capsule\" size=\"%g\" contype=\"0\" conaffinity=\"0\"/>\n"
@@ -292,7 +307,7 @@ static void write_wave50(void) {
           "  <visual>\n"
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"135\" elevation=\"-15\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 0.95\" extent=\"1.35\"/>\n\n"
+          "  <statistic center=\"0 0 0.9\" extent=\"1.8\"/>\n\n"
           "  <custom>\n"
           "    <numeric name=\"chainfd_wave\" data=\"0.1 0.4 25 0.25\"/>\n"
           "  </custom>\n\n"

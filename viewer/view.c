@@ -539,6 +539,7 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   v->sim = s;
   v->o = o;
   v->headless = 1;
+  v->speed = 1;  // frames are 1/fps simulated seconds apart
   v->show_overlay = o->overlay;
   if (o->hide_moving) hide_moving_geoms(s->m);
   // the offscreen buffer is sized from the model's visual settings when the context is made

@@ -23,31 +23,9 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
   if (st) atomicExch(error, st);
 }
 
-// Small chains: the thread's scratch in local memory (a per-thread array the hardware interleaves
-// and caches write-back in L1) instead of global memory (write-through to L2): the sweeps' stores
-// and reloads stay on the SM. Measured on the H100: see bench/results.
-#define ABIA_LOCAL_MAX_N 16
-
-__global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
-abia_local_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __restrict__ qd,
-                  const double* __restrict__ tau, const double* __restrict__ extra,
-                  double* __restrict__ qacc, int* error) {
-  int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= B) return;
-  double w[ABIA_LOCAL_MAX_N * CFD_ABA_LINK_DOUBLES_LEAN];
-  long o = (long)b * c.n;
-  int st = cfd_aba_core_ex(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1, w, 1, 1);
-  if (st) atomicExch(error, st);
-}
-
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
-  if (g->n <= ABIA_LOCAL_MAX_N) {
-    abia_local_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc,
-                                                              g->info + g->capacity);
-    return cudaGetLastError();
-  }
   abia_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc, g->work,
                                                       g->info + g->capacity);
   return cudaGetLastError();
