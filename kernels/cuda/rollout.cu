@@ -151,28 +151,31 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   if (!e) e = copy_up(r->chain.screw, c->screw, sizeof(double) * 6 * n);
   if (!e) e = copy_up(r->chain.inertia, c->inertia, sizeof(double) * 36 * n);
   if (!e) e = copy_up(r->chain.armature, c->armature, sizeof(double) * n);
-  // the step parameters: doubles first (4n + 11 nu), then the int dof map (nu)
-  size_t nd = 4 * (size_t)n + 11 * (size_t)nu;
+  // the step parameters in one block: the double arrays in turn, then the int dof map
+  struct {
+    const double** dst;
+    const double* src;
+    size_t count;
+  } parts[] = {{&r->params.qpos0, p->qpos0, (size_t)n},
+               {&r->params.stiffness, p->stiffness, (size_t)n},
+               {&r->params.springref, p->springref, (size_t)n},
+               {&r->params.damping, p->damping, (size_t)n},
+               {&r->params.gear, p->gear, (size_t)nu},
+               {&r->params.gain, p->gain, 3 * (size_t)nu},
+               {&r->params.bias, p->bias, 3 * (size_t)nu},
+               {&r->params.ctrlrange, p->ctrlrange, 2 * (size_t)nu},
+               {&r->params.forcerange, p->forcerange, 2 * (size_t)nu}};
+  size_t nd = 0;
+  for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) nd += parts[k].count;
   if (!e) e = cudaMalloc(&r->param_block, sizeof(double) * nd + sizeof(int) * (nu + 1));
-  if (!e) {
-    double* d = (double*)r->param_block;
-    struct { const double** dst; const double* src; size_t count; } parts[] = {
-        {&r->params.qpos0, p->qpos0, (size_t)n},         {&r->params.stiffness, p->stiffness, (size_t)n},
-        {&r->params.springref, p->springref, (size_t)n}, {&r->params.damping, p->damping, (size_t)n},
-        {&r->params.gear, p->gear, (size_t)nu},          {&r->params.gain, p->gain, 3 * (size_t)nu},
-        {&r->params.bias, p->bias, 3 * (size_t)nu},      {&r->params.ctrlrange, p->ctrlrange, 2 * (size_t)nu},
-        {&r->params.forcerange, p->forcerange, (size_t)0}};
-    for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]) - 1 && !e; k++) {
-      *parts[k].dst = d;
-      e = copy_up(d, parts[k].src, sizeof(double) * parts[k].count);
-      d += parts[k].count;
-    }
-    r->params.forcerange = d;
-    if (!e) e = copy_up(d, p->forcerange, sizeof(double) * 2 * nu);
-    d += 2 * (size_t)nu;
-    r->params.act_dof = (const int*)d;
-    if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
+  double* d = (double*)r->param_block;
+  for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]) && !e; k++) {
+    *parts[k].dst = d;
+    e = copy_up(d, parts[k].src, sizeof(double) * parts[k].count);
+    d += parts[k].count;
   }
+  r->params.act_dof = (const int*)d;
+  if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
   if (!e) e = cudaMalloc(&r->error, sizeof(int));
   if (e) {
     fail(err, err_size, "uploading the model", e);
