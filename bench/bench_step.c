@@ -1,0 +1,113 @@
+// chainfd-bench-step: chainfd_step against mj_step, side by side in one run, on the same model and
+// start state: median time per step over repetitions, for each back end (the GPU ones where a
+// device exists), n = 7 (the arm), 50, 200, 500, 1000. Also checks that the trajectories agree.
+//
+//   build/bench/chainfd-bench-step [--steps K] [--json FILE]
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chain_gen.h"
+#include "chainfd.h"
+#include "chainfd_batch.h"
+#include "mj_random.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+// median over 5 repetitions of the time per step of `steps` steps from the same start
+static double time_steps(const mjModel* m, mjData* d, const mjData* start, chainfd_stepper* s,
+                         int steps, double* qpos_end) {
+  double reps[5];
+  for (int r = 0; r < 5; r++) {
+    mj_copyData(d, m, start);
+    double t0 = now();
+    for (int k = 0; k < steps; k++) {
+      if (s) chainfd_stepper_step(s, m, d);
+      else mj_step(m, d);
+    }
+    reps[r] = (now() - t0) / steps;
+  }
+  memcpy(qpos_end, d->qpos, sizeof(double) * m->nq);
+  qsort(reps, 5, sizeof(double), cmp);
+  return reps[2];
+}
+
+int main(int argc, char** argv) {
+  int steps = 200;
+  const char* json_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else {
+      fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE]\n");
+      return 2;
+    }
+  }
+  static const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml",
+                                 "chain:50,random=1,seed=1,damping=0.05,armature=0.01",
+                                 "chain:200,random=1,seed=1,damping=0.05,armature=0.01",
+                                 "chain:500,random=1,seed=1,damping=0.05,armature=0.01",
+                                 "chain:1000,random=1,seed=1,damping=0.05,armature=0.01"};
+  static const char* backends[] = {"cpu.fast", "cpu.abia", "cpu.cfa", "cuda.abia", "cuda.jsiia",
+                                   "cuda.cfa"};
+  int gpus = cfd_gpu_device_count();
+  FILE* json = json_path ? fopen(json_path, "w") : NULL;
+  if (json) fprintf(json, "{\"mujoco\": \"%s\", \"results\": [\n", mj_versionString());
+  int first = 1;
+  printf("chainfd_step against mj_step (Euler, implicit damping), median us per step over %d steps\n",
+         steps);
+  for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++) {
+    char err[1024];
+    mjModel* m = cfd_load_model(models[k], err, sizeof err);
+    if (!m) { fprintf(stderr, "%s: %s\n", models[k], err); continue; }
+    m->opt.disableflags |= mjDSBL_CONSTRAINT;
+    mjData* start = mj_makeData(m);
+    mjData* d = mj_makeData(m);
+    cfd_rng rng = {3};
+    cfd_random_state(m, start, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+    double* ref = malloc(sizeof(double) * m->nq);
+    double* got = malloc(sizeof(double) * m->nq);
+    int K = m->nv >= 500 ? steps / 10 + 1 : steps;  // mj_step is O(n^3) here
+    double t_mj = time_steps(m, d, start, NULL, K, ref);
+    printf("\n%s (n=%d)\n  mj_step      %12.2f us\n", models[k], (int)m->nv, t_mj * 1e6);
+    for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
+      if (!strncmp(backends[b], "cuda.", 5) && gpus == 0) continue;
+      chainfd_config cfg = {backends[b], NULL, strncmp(backends[b], "cuda.", 5) ? "cpu" : "0", "error"};
+      chainfd_stepper* s = chainfd_stepper_create(m, &cfg, "bench", err, sizeof err);
+      if (!s) { printf("  %-10s   %s\n", backends[b], err); continue; }
+      double t = time_steps(m, d, start, s, K, got);
+      double dq = 0;
+      for (int i = 0; i < m->nq; i++) dq = fmax(dq, fabs(got[i] - ref[i]));
+      const char* e = chainfd_last_error();
+      printf("  %-10s   %12.2f us   x%-8.3g |dqpos| after %d steps %.1e%s%s\n", backends[b], t * 1e6,
+             t_mj / t, K, dq, e && e[0] ? "  " : "", e && e[0] ? e : "");
+      if (json)
+        fprintf(json, "%s  {\"model\": \"%s\", \"n\": %d, \"backend\": \"%s\", \"us\": %.6g, "
+                      "\"mj_step_us\": %.6g, \"ratio\": %.4g, \"dqpos\": %.3g}",
+                first ? "" : ",\n", models[k], (int)m->nv, backends[b], t * 1e6, t_mj * 1e6,
+                t_mj / t, dq);
+      first = 0;
+      chainfd_stepper_free(s);
+    }
+    free(ref); free(got);
+    mj_deleteData(d); mj_deleteData(start);
+    mj_deleteModel(m);
+  }
+  if (json) {
+    fprintf(json, "\n]}\n");
+    fclose(json);
+  }
+  return 0;
+}

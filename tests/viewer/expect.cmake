@@ -1,0 +1,17 @@
+# cmake -DCMD=<;-list> -DEXPECT=0|nonzero [-DREGEX=...] [-DREGEX2=...] [-DREGEX3=...] -P expect.cmake
+# Runs CMD; passes when its exit status is as expected and its output (stdout and stderr together)
+# matches every REGEX given.
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(EXPECT STREQUAL "nonzero")
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "expected a non-zero exit, got 0")
+  endif()
+elseif(NOT rc EQUAL 0)
+  message(FATAL_ERROR "expected exit 0, got ${rc}")
+endif()
+foreach(var REGEX REGEX2 REGEX3)
+  if(DEFINED ${var} AND NOT "${out}${err}" MATCHES "${${var}}")
+    message(FATAL_ERROR "output does not match '${${var}}'")
+  endif()
+endforeach()
