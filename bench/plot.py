@@ -22,6 +22,7 @@ STYLE = {
     "cuda.abia": ("chainfd cuda.abia", "tab:blue", "D"),
     "cuda.jsiia": ("chainfd cuda.jsiia", "tab:orange", "v"),
     "cuda.cfa": ("chainfd cuda.cfa", "tab:red", "x"),
+    "cuda.abia.f32": ("chainfd cuda.abia, float32", "tab:cyan", "d"),
     "mujoco.allcores.mj_step": ("MuJoCo mj_step, all cores", "gray", "s"),
     "cuda.rollout.resident": ("chainfd_rollout, states on the GPU", "tab:blue", "D"),
     "cuda.rollout.end_to_end": ("chainfd_rollout, end to end (transfers)", "tab:purple", "o"),
@@ -64,7 +65,7 @@ def crossover(rows):
     for r in rows:
         if r["us_per_batch"] <= 0:
             continue
-        if r["fig"].startswith("rollout"):
+        if r["fig"].startswith("rollout") or r["backend"].endswith(".f32"):
             continue
         cells.setdefault((r["fig"], r["n"], r["B"]), {})[r["backend"]] = r["us_per_batch"]
     lines = ["| n | B | fastest | us per batch | FD/s | vs MuJoCo (all cores) | runner-up |",
@@ -89,7 +90,7 @@ def auto_table(rows, device, path):
     cells = {}
     for r in rows:
         if (r["us_per_batch"] <= 0 or r["backend"].startswith("mujoco") or "allcores" in r["backend"]
-                or r["fig"].startswith("rollout")):
+                or r["fig"].startswith("rollout") or r["backend"].endswith(".f32")):
             continue
         cells.setdefault((r["n"], r["B"]), {})[r["backend"]] = r["us_per_batch"]
     with open(path, "w") as f:

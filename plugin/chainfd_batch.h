@@ -19,7 +19,14 @@
 extern "C" {
 #endif
 
-typedef enum { CFD_GPU_ABIA = 0, CFD_GPU_JSIIA = 1, CFD_GPU_CFA = 2 } cfd_gpu_algorithm;
+// CFD_GPU_ABIA_F32: the ABIA batch kernel in single precision (inputs and outputs stay double;
+// the error is measured by test_gpu and the benchmark).
+typedef enum {
+  CFD_GPU_ABIA = 0,
+  CFD_GPU_JSIIA = 1,
+  CFD_GPU_CFA = 2,
+  CFD_GPU_ABIA_F32 = 3
+} cfd_gpu_algorithm;
 typedef enum { CFD_HOST = 0, CFD_DEVICE = 1 } cfd_memory;
 
 typedef struct cfd_gpu cfd_gpu;

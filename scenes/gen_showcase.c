@@ -147,7 +147,7 @@ static void write_chain1000(void) {
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"90\" elevation=\"-8\"/>\n"
           "    <map znear=\"0.01\" zfar=\"200\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 5.8\" extent=\"11\"/>\n\n"
+          "  <statistic center=\"0 0 5.6\" extent=\"13\"/>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" damping=\"%g\" armature=\"%g\"/>\n"
           "    <geom type=\"capsule\" size=\"%g\" contype=\"0\" conaffinity=\"0\"/>\n"
@@ -156,11 +156,8 @@ static void write_chain1000(void) {
           "    <light name=\"sun\" pos=\"0 -6 20\" dir=\"0 0.3 -1\" directional=\"true\" castshadow=\"false\"/>\n"
           "    <light name=\"fill\" pos=\"0 -15 12\" dir=\"0 1 -0.5\" diffuse=\"0.4 0.4 0.4\" castshadow=\"false\"/>\n"
           "    <geom name=\"floor\" type=\"plane\" size=\"14 14 0.1\" material=\"floor\"/>\n"
-          "    <geom name=\"post1\" type=\"cylinder\" fromto=\"0 1.5 0 0 1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n"
-          "    <geom name=\"post2\" type=\"cylinder\" fromto=\"0 -1.5 0 0 -1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n"
-          "    <geom name=\"beam\" type=\"cylinder\" fromto=\"0 -1.5 %g 0 1.5 %g\" size=\"0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n",
-          CH_DAMPING, CH_ARMATURE, CH_RADIUS, CH_HEIGHT + 0.1, CH_HEIGHT + 0.1, CH_HEIGHT + 0.1,
-          CH_HEIGHT + 0.1);
+          "    <geom name=\"mount\" type=\"box\" pos=\"0 0 %g\" size=\"0.3 0.3 0.08\" rgba=\"0.5 0.5 0.5 1\"/>\n",
+          CH_DAMPING, CH_ARMATURE, CH_RADIUS, CH_HEIGHT + 0.14);
   chain_links(f, 0, CH_PART, 2);
   fprintf(f, "  </worldbody>\n\n");
   // keyframe: tilted down at the pivot, the z-hinges bent a little, everything else straight
@@ -208,7 +205,7 @@ static void write_rope(void) {
           "  <visual>\n"
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"120\" elevation=\"-12\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 1.25\" extent=\"2.1\"/>\n\n"
+          "  <statistic center=\"0 0 1.35\" extent=\"2.4\"/>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" damping=\"0.0005\" armature=\"1e-6\"/>\n"
           "    <geom type=\"capsule\" size=\"%g\" contype=\"0\" conaffinity=\"0\"/>\n"
@@ -269,7 +266,8 @@ static void write_rope(void) {
 #define WV_R0 0.035       // radius at the base, tapering to WV_R1 at the tip
 #define WV_R1 0.012
 #define WV_M0 0.12        // mass of the base link; masses scale with radius^2
-#define WV_STIFF 4.0      // servo stiffness over the static gravity stiffness of the joint
+#define WV_STIFF 15.0     // servo stiffness over the static gravity stiffness of the joint: the
+                          // wave leans the arm, and weaker servos let it fold under gravity
 #define WV_ZETA 0.8       // damping ratio of each joint on its own (supported part of the arm)
 
 static void write_wave50(void) {
@@ -309,7 +307,7 @@ static void write_wave50(void) {
           "  </visual>\n"
           "  <statistic center=\"0 0 0.9\" extent=\"1.8\"/>\n\n"
           "  <custom>\n"
-          "    <numeric name=\"chainfd_wave\" data=\"0.1 0.4 25 0.25\"/>\n"
+          "    <numeric name=\"chainfd_wave\" data=\"0.07 0.4 25 0.25\"/>\n"
           "  </custom>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" armature=\"0.001\"/>\n"

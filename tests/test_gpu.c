@@ -48,8 +48,8 @@ static void test_case(const gpu_case* tc) {
     cfd_chain_free(&base);
   }
   int n = c.n;
-  const cfd_backend* twins[3] = {cfd_backend_find("cpu.abia"), cfd_backend_find("cpu.jsiia"),
-                                 cfd_backend_find("cpu.cfa")};
+  const cfd_backend* twins[4] = {cfd_backend_find("cpu.abia"), cfd_backend_find("cpu.jsiia"),
+                                 cfd_backend_find("cpu.cfa"), cfd_backend_find("cpu.abia")};
   int Bmax = 0;
   for (int k = 0; k < 3; k++) Bmax = tc->batches[k] > Bmax ? tc->batches[k] : Bmax;
   size_t total = (size_t)Bmax * n;
@@ -73,7 +73,7 @@ static void test_case(const gpu_case* tc) {
     for (size_t b = 0; b < (size_t)Bmax; b++)
       EXPECT(cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex ? ex + b * n : NULL,
                               ref + b * n) == 0, "reference");
-    for (int alg = 0; alg < 3; alg++) {
+    for (int alg = 0; alg < 4; alg++) {
       if (alg == CFD_GPU_JSIIA && n > 2048 && with_extra) continue;  // n^2 memory: once is enough
       cfd_gpu* g;
       if (cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err)) {
@@ -107,8 +107,10 @@ static void test_case(const gpu_case* tc) {
         printf("%-44s n=%-5d %-10s B=%-5d diag=%d max_rel_err=%.2e twin_err=%.2e kernel=%.3f ms\n",
                tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, e, et,
                cfd_gpu_last_kernel_ms(g));
-        EXPECT(e <= tc->tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B,
-               e, tc->tol);
+        // single precision: its error is measured and bounded loosely where it is meaningful
+        // (short chains); on long random chains float32 ABA has no correct digits to promise
+        double tol = alg == CFD_GPU_ABIA_F32 ? (n <= 33 ? 1e-3 : INFINITY) : tc->tol;
+        EXPECT(e <= tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B, e, tol);
       }
       cfd_gpu_free(g);
     }

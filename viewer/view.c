@@ -524,8 +524,21 @@ static FILE* open_video(const cfv_view_opts* o) {
   return f;
 }
 
+// mkdir -p
+static int make_dirs(const char* path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char* p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0777) && errno != EEXIST) return 1;
+    *p = '/';
+  }
+  return mkdir(buf, 0777) && errno != EEXIST;
+}
+
 int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
-  if (o->out && mkdir(o->out, 0777) && errno != EEXIST) {
+  if (o->out && make_dirs(o->out)) {
     fprintf(stderr, "chainfd-view: cannot create '%s': %s\n", o->out, strerror(errno));
     return 1;
   }

@@ -20,6 +20,7 @@ const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
     case CFD_GPU_ABIA: return "cuda.abia";
     case CFD_GPU_JSIIA: return "cuda.jsiia";
     case CFD_GPU_CFA: return "cuda.cfa";
+    case CFD_GPU_ABIA_F32: return "cuda.abia.f32";
   }
   return "cuda.?";
 }
@@ -64,6 +65,7 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
     case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_LEAN;
+    case CFD_GPU_ABIA_F32: return (CFD_ABIA_F32_FLOATS(n) + 1) / 2;
     case CFD_GPU_CFA: {
       int levels = 0;
       for (int s = 1; s < n; s *= 2) levels++;
@@ -91,6 +93,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   cudaFree(g->chain.home_R); cudaFree(g->chain.home_p); cudaFree(g->chain.screw);
   cudaFree(g->chain.inertia); cudaFree(g->chain.armature);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
+  cudaFree(g->chain_f32);
   if (g->solver) cusolverDnDestroy(g->solver);
   if (g->start) cudaEventDestroy(g->start);
   if (g->stop) cudaEventDestroy(g->stop);
@@ -171,6 +174,21 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     if (!e) e = upload(&g->sigma, sigma, (size_t)n);
   }
   free(jinv); free(basis); free(sigma);
+  if (!e && alg == CFD_GPU_ABIA_F32) {  // R 9n, p 3n, S 6n, J 36n, armature n
+    size_t count = (size_t)55 * n;
+    float* f = (float*)malloc(sizeof(float) * count);
+    if (!f) e = cudaErrorMemoryAllocation;
+    else {
+      const double* parts[5] = {c->home_R, c->home_p, c->screw, c->inertia, c->armature};
+      const int widths[5] = {9, 3, 6, 36, 1};
+      size_t o = 0;
+      for (int k = 0; k < 5; k++)
+        for (size_t j = 0; j < (size_t)widths[k] * n; j++) f[o++] = (float)parts[k][j];
+      e = cudaMalloc(&g->chain_f32, sizeof(float) * count);
+      if (!e) e = cudaMemcpy(g->chain_f32, f, sizeof(float) * count, cudaMemcpyHostToDevice);
+      free(f);
+    }
+  }
   if (e) {
     fail(err, err_size, "uploading the chain model", e);
     cfd_gpu_free(g);
@@ -202,7 +220,7 @@ static int chunk_of(const cfd_gpu* g, int B) {
   size_t fit = WORK_BUDGET / (per ? per : 1);
   size_t chunk = B;
   if (chunk > fit) chunk = fit ? fit : 1;
-  if (g->alg != CFD_GPU_ABIA && chunk > MAX_GRID_Y) chunk = MAX_GRID_Y;
+  if (g->alg != CFD_GPU_ABIA && g->alg != CFD_GPU_ABIA_F32 && chunk > MAX_GRID_Y) chunk = MAX_GRID_Y;
   return (int)chunk;
 }
 
@@ -270,6 +288,9 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
     const double* ex = dextra ? dextra + o : NULL;
     if (g->alg == CFD_GPU_ABIA) {
       e = cfd_gpu_launch_abia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
+    } else if (g->alg == CFD_GPU_ABIA_F32) {
+      e = cfd_launch_abia_f32(g->chain_f32, n, g->chain.gravity, nb, dq + o, dqd + o, dtau + o, ex,
+                              dqacc + o, (float*)g->work, g->info + g->capacity, g->stream);
     } else if (g->alg == CFD_GPU_CFA) {
       e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
     } else {

@@ -14,6 +14,7 @@ struct cfd_gpu {
   cfd_gpu_algorithm alg;
   int n;
   cfd_chain chain;     // the model, device pointers
+  float* chain_f32;    // ABIA_F32: the chain's arrays in single precision (R, p, S, J, armature)
   double* jinv;        // n x 36: J_i^-1 (CFA)
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
   double* sigma;       // n: S_i^T S_i (CFA)
@@ -47,6 +48,13 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
                                     const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
+// abia_f32.cu, which is compiled in single precision and so sees none of this file's types
+extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const double* gravity, int B,
+                                           const double* q, const double* qd, const double* tau,
+                                           const double* extra, double* qacc, float* work,
+                                           int* error, cudaStream_t stream);
+// floats one instance of the single-precision ABIA keeps per link (scratch, q, qd, tau, extra, qacc)
+#define CFD_ABIA_F32_FLOATS(n) ((size_t)(n) * (14 + 5))
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc);
 // JSIIA also uses cuSOLVER; returns 0 or a message-worthy failure in *what.

@@ -6,7 +6,13 @@
 int cfd_gpu_device_count(void) { return 0; }
 int cfd_gpu_device_name(int device, char* buf, int size) { return 1; }
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
-  return alg == CFD_GPU_ABIA ? "cuda.abia" : alg == CFD_GPU_JSIIA ? "cuda.jsiia" : "cuda.cfa";
+  switch (alg) {
+    case CFD_GPU_ABIA: return "cuda.abia";
+    case CFD_GPU_JSIIA: return "cuda.jsiia";
+    case CFD_GPU_CFA: return "cuda.cfa";
+    case CFD_GPU_ABIA_F32: return "cuda.abia.f32";
+  }
+  return "cuda.?";
 }
 int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
                    int err_size) {
