@@ -56,10 +56,10 @@ int main(int argc, char** argv) {
     }
   }
   static const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml",
-                                 "chain:50,random=1,seed=1,damping=0.05,armature=0.01",
-                                 "chain:200,random=1,seed=1,damping=0.05,armature=0.01",
-                                 "chain:500,random=1,seed=1,damping=0.05,armature=0.01",
-                                 "chain:1000,random=1,seed=1,damping=0.05,armature=0.01"};
+                                 "chain:50,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:200,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:500,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:1000,random=1,seed=1,damping=0.5,armature=0.05"};
   static const char* backends[] = {"cpu.fast", "cpu.abia", "cpu.cfa", "cuda.abia", "cuda.jsiia",
                                    "cuda.cfa"};
   int gpus = cfd_gpu_device_count();

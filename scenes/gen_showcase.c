@@ -266,8 +266,8 @@ static void write_rope(void) {
 #define WV_R0 0.035       // radius at the base, tapering to WV_R1 at the tip
 #define WV_R1 0.012
 #define WV_M0 0.12        // mass of the base link; masses scale with radius^2
-#define WV_STIFF 15.0     // servo stiffness over the static gravity stiffness of the joint: the
-                          // wave leans the arm, and weaker servos let it fold under gravity
+#define WV_STIFF 100.0    // servo stiffness over the static gravity stiffness of the joint: the
+                          // sag of 50 joints adds up, and weaker servos let the leaning arm fold
 #define WV_ZETA 0.8       // damping ratio of each joint on its own (supported part of the arm)
 
 static void write_wave50(void) {
@@ -307,7 +307,7 @@ static void write_wave50(void) {
           "  </visual>\n"
           "  <statistic center=\"0 0 0.9\" extent=\"1.8\"/>\n\n"
           "  <custom>\n"
-          "    <numeric name=\"chainfd_wave\" data=\"0.07 0.4 25 0.25\"/>\n"
+          "    <numeric name=\"chainfd_wave\" data=\"0.12 0.4 25 0.25\"/>\n"
           "  </custom>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" armature=\"0.001\"/>\n"
