@@ -13,6 +13,8 @@
 #ifndef CHAINFD_BATCH_H
 #define CHAINFD_BATCH_H
 
+#include <stddef.h>
+
 #include "chain.h"
 
 #ifdef __cplusplus
@@ -35,6 +37,8 @@ typedef struct cfd_gpu cfd_gpu;
 int cfd_gpu_device_count(void);
 // A one-line description of device i (name, compute capability, memory) into buf.
 int cfd_gpu_device_name(int device, char* buf, int size);
+// Bytes of memory of device i (0 when there is no such device).
+size_t cfd_gpu_device_memory(int device);
 
 // Uploads chain c to device `device` for one algorithm. The chain is copied; c may be freed.
 int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,

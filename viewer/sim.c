@@ -110,7 +110,8 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
   s->key = key < m->nkey ? key : -1;
   s->d = mj_makeData(m);
   s->ctrl0 = calloc((size_t)m->nu + 1, sizeof(double));
-  if (!s->d || !s->ctrl0) {
+  s->saved = malloc(sizeof(mjtNum) * (size_t)(mj_stateSize(m, mjSTATE_INTEGRATION) + 1));
+  if (!s->d || !s->ctrl0 || !s->saved) {
     snprintf(err, err_size, "out of memory making mjData");
     return 1;
   }
@@ -164,6 +165,7 @@ void cfv_sim_free(cfv_sim* s) {
   if (s->d) mj_deleteData(s->d);
   if (s->m) mj_deleteModel(s->m);
   free(s->ctrl0);
+  free(s->saved);
   memset(s, 0, sizeof(*s));
 }
 
@@ -182,6 +184,7 @@ int cfv_sim_select(cfv_sim* s, int i, char* err, int err_size) {
 void cfv_sim_reset(cfv_sim* s) {
   if (s->key >= 0) mj_resetDataKeyframe(s->m, s->d, s->key);
   else mj_resetData(s->m, s->d);
+  s->excused_badqacc = 0;  // mj_resetData clears the warnings
   if (s->m->nu) memcpy(s->ctrl0, s->d->ctrl, sizeof(double) * (size_t)s->m->nu);
   cfv_sim_forward(s);
 }
@@ -227,13 +230,32 @@ int cfv_sim_step(cfv_sim* s) {
     return 0;
   }
   chainfd_stepper* st = s->stepper[s->current];
-  int rc = chainfd_stepper_step(st, s->m, s->d);
+  mjModel* m = s->m;
+  mjData* d = s->d;
+  int bad0 = d->warning[mjWARN_BADQACC].number;
+  mj_getState(m, d, s->saved, mjSTATE_INTEGRATION);
+  int rc = chainfd_stepper_step(st, m, d);
   if (rc == CHAINFD_ERR_UNSUPPORTED) {
     // refused with the integration state untouched: MuJoCo takes this step
     chainfd_stats stats;
     chainfd_stepper_stats(st, &stats);
     snprintf(s->fallback_why, sizeof s->fallback_why, "%s", stats.last_fallback);
-    mj_step(s->m, s->d);
+    mj_step(m, d);
+    s->mujoco_steps++;
+    return 0;
+  }
+  if (rc == CHAINFD_OK && d->warning[mjWARN_BADQACC].number > bad0) {
+    // The back end's qacc was not finite (a failed solve) and MuJoCo, as mj_step would, reset
+    // the state to qpos0. Undo that and let MuJoCo take the step: if the dynamics itself blows
+    // up, MuJoCo resets just the same; if it was the back end, the simulation goes on and the
+    // overlay says which back end failed, and when.
+    double t = s->saved[0];  // mjSTATE_TIME comes first
+    mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
+    s->excused_badqacc += d->warning[mjWARN_BADQACC].number - bad0;
+    snprintf(s->fallback_why, sizeof s->fallback_why,
+             "%s: qacc not finite at t = %.4f s (the back end failed on this state)",
+             cfv_sim_name(s), t);
+    mj_step(m, d);
     s->mujoco_steps++;
     return 0;
   }
@@ -252,7 +274,7 @@ int cfv_sim_finite(const cfv_sim* s) {
   for (int i = 0; i < m->nv; i++)
     if (!isfinite(d->qvel[i]) || !isfinite(d->qacc[i])) return 0;
   return d->warning[mjWARN_BADQPOS].number == 0 && d->warning[mjWARN_BADQVEL].number == 0 &&
-         d->warning[mjWARN_BADQACC].number == 0;
+         d->warning[mjWARN_BADQACC].number == s->excused_badqacc;
 }
 
 int cfv_sim_benchmark(cfv_sim* s, double seconds) {

@@ -29,10 +29,12 @@ typedef struct cfv_sim {
   double wave_amp, wave_freq, wave_len, wave_odd;
   double* ctrl0;  // nu: ctrl after reset (the keyframe's)
 
-  // counters since the last cfv_sim_take_counters
+  // counters
   long long steps, mujoco_steps;  // all steps, and those MuJoCo took for a chainfd back end
   char fallback_why[CFV_MSG];     // why the last such step was MuJoCo's ("" when none)
   char error[CFV_MSG];            // the last hard error
+  mjtNum* saved;                  // the state before a chainfd step (mjSTATE_INTEGRATION)
+  int excused_badqacc;            // MuJoCo's bad-qacc warnings undone (see cfv_sim_step)
 } cfv_sim;
 
 // Loads an MJCF file or a "chain:N,..." spec; NULL with a message in err.
@@ -54,9 +56,10 @@ const char* cfv_sim_name(const cfv_sim* s);
 void cfv_sim_reset(cfv_sim* s);
 // Derived quantities (kinematics, forces) for the current state with the current dynamics.
 int cfv_sim_forward(cfv_sim* s);
-// One step: the wave controller, then the current dynamics; a state chainfd cannot step exactly
-// (contacts, limits, a refused model) is stepped by MuJoCo and counted in mujoco_steps. Nonzero
-// only for hard errors (message in s->error).
+// One step: the wave controller, then the current dynamics. MuJoCo takes the step, counted in
+// mujoco_steps with the reason in fallback_why, when chainfd cannot step the model or state exactly
+// (contacts, limits, a refused model), and when a back end returns a non-finite qacc (which would
+// make MuJoCo reset the state). Nonzero only for hard errors (message in s->error).
 int cfv_sim_step(cfv_sim* s);
 
 // Whether qpos, qvel and qacc are finite and MuJoCo raised no bad-state warning.

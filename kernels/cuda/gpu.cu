@@ -62,6 +62,15 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
   return cudaGetLastError();
 }
 
+size_t cfd_gpu_device_memory(int device) {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return p.totalGlobalMem;
+}
+
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
     case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_LEAN;

@@ -5,6 +5,7 @@
 
 int cfd_gpu_device_count(void) { return 0; }
 int cfd_gpu_device_name(int device, char* buf, int size) { return 1; }
+size_t cfd_gpu_device_memory(int device) { return 0; }
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
   switch (alg) {
     case CFD_GPU_ABIA: return "cuda.abia";
