@@ -226,6 +226,18 @@ CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0,
     for (int k = 0; k < 6; k++) Ui[6 * k + 5] = 0;
 }
 
+// Whether iterative refinement has converged. The error left after the last step is about the
+// last correction times the contraction (last / previous correction); it must be below
+// CFD_CFA_ACCEPT times qacc, with an absolute floor (rad/s^2 or m/s^2) for states at an equilibrium,
+// where qacc itself is nearly zero. corr, prev, size: max norms of the last and the previous
+// correction and of qacc (prev = INFINITY when there is none).
+#define CFD_CFA_ACCEPT 1e-8
+#define CFD_CFA_FLOOR 1e-12
+CFD_HD int cfd_cfa_converged(double corr, double prev, double size) {
+  double left = corr < prev ? corr * (corr / prev) : corr;
+  return left <= CFD_CFA_ACCEPT * size + CFD_CFA_FLOOR;
+}
+
 // qdd_i = (S^T K F)_i / sigma_i from the solved x and the unmodified f-row.
 CFD_HD double cfd_cfa_qdd(int i, int n, const double* frow, const double* x, double sigma) {
   const double* fr = frow + 18 * i;

@@ -77,9 +77,8 @@ int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const
 
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
 // followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
-// CFD_ERR_INACCURATE when the last correction is still above CFD_CFA_ACCEPT relative to qacc.
+// CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).
 extern int cfd_cfa_refine_steps;
-#define CFD_CFA_ACCEPT 1e-8
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);

@@ -16,8 +16,9 @@ static const char* usage =
     "  MODEL                  an MJCF file, a .mjb file, or a generated chain chain:N[,key=value...]\n"
     "                         (keys as in `chainfd info`; MuJoCo compiles chains of up to 1023 links)\n"
     "dynamics:\n"
-    "  --backend NAME         mujoco, cpu.fast, cpu.abia, cpu.jsiia, cpu.cfa (or cfa, abia, jsiia,\n"
-    "                         cpu, auto); default: the model's chainfd plugin config, else cpu.fast\n"
+    "  --backend NAME         mujoco, cpu.fast, cpu.abia, cpu.jsiia, cpu.cfa, cuda.* with a GPU (or\n"
+    "                         cfa, abia, jsiia, cpu, auto); default: the model's chainfd plugin\n"
+    "                         config, else cpu.fast\n"
     "  --list                 print the dynamics this model can use, and exit\n"
     "  --key N                keyframe to start from and reset to (default 0 when the model has\n"
     "                         keyframes; -1: qpos0)\n"
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
     printf("model: %s: %d links, %d dofs, timestep %g s\n", model, s.links, (int)m->nv, m->opt.timestep);
     for (int i = 0; i < s.ndyn; i++)
       printf("%d %s%s\n", i + 1, s.dyn_name[i], i == s.current ? "  (start)" : "");
+    if (s.unavailable[0]) printf("not available here: %s\n", s.unavailable);
   } else if (benchmark > 0) {
     for (int i = 0; i < s.ndyn && status == 0; i++) {
       if (!bench_all && i != s.current) continue;

@@ -25,8 +25,9 @@ double cfv_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Back ends the viewer offers, in cycling order. The cuda.* names appear only in a build whose
-// stepper accepts them (today the GPU back ends are batch-only, chainfd_batch.h).
+// Back ends the viewer offers, in cycling order. The cuda.* ones appear only when this build's
+// stepper accepts them and they can compute the model here (a GPU is present): a CPU back end that
+// refuses the model is still listed, since its refusal (shown in the overlay) is worth seeing.
 static const char* const candidates[] = {"cpu.fast", "cpu.abia",  "cpu.jsiia", "cpu.cfa",
                                          "cuda.abia", "cuda.jsiia", "cuda.cfa"};
 
@@ -95,11 +96,13 @@ int cfv_sim_find(cfv_sim* s, const char* name, char* err, int err_size) {
   if (!resolve(s->m, &cfg, resolved, sizeof resolved, why, sizeof why)) {
     for (int i = 1; i < s->ndyn; i++)
       if (!strcmp(resolved, s->dyn_name[i])) return i;
-    snprintf(why, sizeof why, "it resolves to '%s', which this viewer cannot step", resolved);
+    snprintf(why, sizeof why, "it resolves to '%s', which cannot run here", resolved);
   }
   int len = snprintf(err, err_size, "unknown dynamics '%s' (%s); available:", name, why);
   for (int i = 0; i < s->ndyn && len < err_size; i++)
     len += snprintf(err + len, err_size - len, " %s", s->dyn_name[i]);
+  if (s->unavailable[0] && len < err_size)
+    snprintf(err + len, err_size - len, "; not here: %s", s->unavailable);
   return -1;
 }
 
@@ -117,15 +120,36 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
   }
 
   s->dyn_name[s->ndyn++] = "mujoco";
+  mjData* probe = NULL;  // where a GPU back end computes one forward before it is listed
   for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-    char label[64], why[CFV_MSG];
+    char label[64], why[CFV_MSG] = "";
     snprintf(label, sizeof label, "chainfd-view %s", candidates[i]);
     chainfd_config cfg = {candidates[i], NULL, NULL, "error"};
     chainfd_stepper* st = chainfd_stepper_create(m, &cfg, label, why, sizeof why);
     if (!st) continue;  // not in this build
+    if (strncmp(candidates[i], "cpu.", 4) != 0) {
+      if (!probe) probe = mj_makeData(m);
+      if (s->key >= 0) mj_resetDataKeyframe(m, probe, s->key);
+      if (!probe || chainfd_stepper_forward(st, m, probe)) {
+        chainfd_stats stats;
+        chainfd_stepper_stats(st, &stats);
+        snprintf(why, sizeof why, "%s", stats.last_fallback[0] ? stats.last_fallback
+                                                                : chainfd_last_error());
+        chainfd_stepper_free(st);
+        st = NULL;
+      }
+    }
+    if (!st) {  // not on this machine, or not for this model
+      size_t len = strlen(s->unavailable);
+      if (len + 8 < sizeof s->unavailable)
+        snprintf(s->unavailable + len, sizeof s->unavailable - len, "%s%s (%s)", len ? "; " : "",
+                 candidates[i], why);
+      continue;
+    }
     s->dyn_name[s->ndyn] = candidates[i];
     s->stepper[s->ndyn++] = st;
   }
+  if (probe) mj_deleteData(probe);
 
   // the starting dynamics: asked for, or the model's plugin configuration, or cpu.fast
   int instance = chainfd_instance(m);
@@ -184,7 +208,7 @@ int cfv_sim_select(cfv_sim* s, int i, char* err, int err_size) {
 void cfv_sim_reset(cfv_sim* s) {
   if (s->key >= 0) mj_resetDataKeyframe(s->m, s->d, s->key);
   else mj_resetData(s->m, s->d);
-  s->excused_badqacc = 0;  // mj_resetData clears the warnings
+  s->diverged = 0;
   if (s->m->nu) memcpy(s->ctrl0, s->d->ctrl, sizeof(double) * (size_t)s->m->nu);
   cfv_sim_forward(s);
 }
@@ -222,17 +246,48 @@ int cfv_sim_forward(cfv_sim* s) {
   return 0;
 }
 
+// MuJoCo's bad-state warnings (each also reset the state to qpos0, which clears the counters and
+// counts again: compare them for any change, not for growth).
+typedef struct warnings {
+  int pos, vel, acc;
+} warnings;
+
+static warnings bad_warnings(const mjData* d) {
+  warnings w = {d->warning[mjWARN_BADQPOS].number, d->warning[mjWARN_BADQVEL].number,
+                d->warning[mjWARN_BADQACC].number};
+  return w;
+}
+
+static int changed(warnings a, warnings b) { return a.pos != b.pos || a.vel != b.vel || a.acc != b.acc; }
+
+// Finite and below MuJoCo's own bound for "huge" (mjMAXVAL), as mj_checkPos/Vel/Acc judge it.
+static int sane(const mjModel* m, const mjData* d) {
+  for (int i = 0; i < m->nq; i++)
+    if (!(fabs(d->qpos[i]) < mjMAXVAL)) return 0;
+  for (int i = 0; i < m->nv; i++)
+    if (!(fabs(d->qvel[i]) < mjMAXVAL) || !(fabs(d->qacc[i]) < mjMAXVAL)) return 0;
+  return 1;
+}
+
+// MuJoCo's own step; a bad state it had to reset is remembered (cfv_sim_finite).
+static void mujoco_step(cfv_sim* s) {
+  warnings w0 = bad_warnings(s->d);
+  mj_step(s->m, s->d);
+  if (changed(w0, bad_warnings(s->d))) s->diverged = 1;
+}
+
 int cfv_sim_step(cfv_sim* s) {
   if (s->wave) apply_wave(s);
   s->steps++;
   if (s->current == 0) {
-    mj_step(s->m, s->d);
+    mujoco_step(s);
     return 0;
   }
   chainfd_stepper* st = s->stepper[s->current];
   mjModel* m = s->m;
   mjData* d = s->d;
-  int bad0 = d->warning[mjWARN_BADQACC].number;
+  warnings w0 = bad_warnings(d);
+  double t0 = d->time;
   mj_getState(m, d, s->saved, mjSTATE_INTEGRATION);
   int rc = chainfd_stepper_step(st, m, d);
   if (rc == CHAINFD_ERR_UNSUPPORTED) {
@@ -240,22 +295,20 @@ int cfv_sim_step(cfv_sim* s) {
     chainfd_stats stats;
     chainfd_stepper_stats(st, &stats);
     snprintf(s->fallback_why, sizeof s->fallback_why, "%s", stats.last_fallback);
-    mj_step(m, d);
+    mujoco_step(s);
     s->mujoco_steps++;
     return 0;
   }
-  if (rc == CHAINFD_OK && d->warning[mjWARN_BADQACC].number > bad0) {
-    // The back end's qacc was not finite (a failed solve) and MuJoCo, as mj_step would, reset
-    // the state to qpos0. Undo that and let MuJoCo take the step: if the dynamics itself blows
-    // up, MuJoCo resets just the same; if it was the back end, the simulation goes on and the
-    // overlay says which back end failed, and when.
-    double t = s->saved[0];  // mjSTATE_TIME comes first
+  if (rc == CHAINFD_OK && (changed(w0, bad_warnings(d)) || !(d->time > t0) || !sane(m, d))) {
+    // The back end failed on this state (a non-finite or huge qacc, or a state that blew up), and
+    // MuJoCo, as mj_step would, reset it to qpos0 or will at the next step. Undo the step and let
+    // MuJoCo take it: if the dynamics itself blows up, MuJoCo resets just the same; if it was the
+    // back end, the simulation goes on, and the overlay says which back end failed, and when.
     mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
-    s->excused_badqacc += d->warning[mjWARN_BADQACC].number - bad0;
     snprintf(s->fallback_why, sizeof s->fallback_why,
-             "%s: qacc not finite at t = %.4f s (the back end failed on this state)",
-             cfv_sim_name(s), t);
-    mj_step(m, d);
+             "%s failed at t = %.4f s (its qacc or the stepped state was not finite); MuJoCo took "
+             "the step", cfv_sim_name(s), t0);
+    mujoco_step(s);
     s->mujoco_steps++;
     return 0;
   }
@@ -266,24 +319,12 @@ int cfv_sim_step(cfv_sim* s) {
   return rc;
 }
 
-int cfv_sim_finite(const cfv_sim* s) {
-  const mjModel* m = s->m;
-  const mjData* d = s->d;
-  for (int i = 0; i < m->nq; i++)
-    if (!isfinite(d->qpos[i])) return 0;
-  for (int i = 0; i < m->nv; i++)
-    if (!isfinite(d->qvel[i]) || !isfinite(d->qacc[i])) return 0;
-  return d->warning[mjWARN_BADQPOS].number == 0 && d->warning[mjWARN_BADQVEL].number == 0 &&
-         d->warning[mjWARN_BADQACC].number == s->excused_badqacc;
-}
+int cfv_sim_finite(const cfv_sim* s) { return sane(s->m, s->d) && !s->diverged; }
 
 int cfv_sim_benchmark(cfv_sim* s, double seconds) {
+  // from the start state, no warm-up: then a failure or fallback is reported with the state it
+  // happened in, and the run is reproducible up to where the wall clock stops it
   cfv_sim_reset(s);
-  // warm-up (caches, page faults), not timed
-  double w0 = cfv_now();
-  while (cfv_now() - w0 < fmin(0.2, 0.1 * seconds))
-    if (cfv_sim_step(s)) break;
-
   long long steps = 0, mujoco0 = s->mujoco_steps;
   double start = cfv_now(), wall = 0;
   do {
@@ -301,7 +342,7 @@ int cfv_sim_benchmark(cfv_sim* s, double seconds) {
          cfv_sim_name(s), s->links, (int)s->m->nv, steps, sim, wall, 1e6 * wall / (double)steps,
          sim / wall);
   if (s->mujoco_steps > mujoco0)
-    printf(" mujoco_fallback_steps=%lld (%s)", s->mujoco_steps - mujoco0, s->fallback_why);
+    printf(" mujoco_steps=%lld (last: %s)", s->mujoco_steps - mujoco0, s->fallback_why);
   if (!cfv_sim_finite(s)) printf(" DIVERGED");
   printf("\n");
   fflush(stdout);

@@ -20,8 +20,9 @@ typedef struct cfv_sim {
   // dynamics: [0] is MuJoCo's mj_step, the rest are chainfd back ends by name
   int ndyn;
   const char* dyn_name[CFV_MAX_DYNAMICS];
-  chainfd_stepper* stepper[CFV_MAX_DYNAMICS];  // made on first use
+  chainfd_stepper* stepper[CFV_MAX_DYNAMICS];  // all made when the model loads
   int current;
+  char unavailable[2 * CFV_MSG];  // back ends not offered here, and why
 
   // travelling wave on the actuators:
   //   ctrl_i = ctrl0_i + amp * sin(2 pi (freq t - i / len + (i odd ? odd : 0)))
@@ -34,7 +35,7 @@ typedef struct cfv_sim {
   char fallback_why[CFV_MSG];     // why the last such step was MuJoCo's ("" when none)
   char error[CFV_MSG];            // the last hard error
   mjtNum* saved;                  // the state before a chainfd step (mjSTATE_INTEGRATION)
-  int excused_badqacc;            // MuJoCo's bad-qacc warnings undone (see cfv_sim_step)
+  int diverged;                   // MuJoCo reset a bad state since the last reset
 } cfv_sim;
 
 // Loads an MJCF file or a "chain:N,..." spec; NULL with a message in err.
@@ -59,10 +60,12 @@ int cfv_sim_forward(cfv_sim* s);
 // One step: the wave controller, then the current dynamics. MuJoCo takes the step, counted in
 // mujoco_steps with the reason in fallback_why, when chainfd cannot step the model or state exactly
 // (contacts, limits, a refused model), and when a back end returns a non-finite qacc (which would
-// make MuJoCo reset the state). Nonzero only for hard errors (message in s->error).
+// make MuJoCo reset the state), the step being undone first. Nonzero only for hard errors (message
+// in s->error).
 int cfv_sim_step(cfv_sim* s);
 
-// Whether qpos, qvel and qacc are finite and MuJoCo raised no bad-state warning.
+// Whether qpos, qvel and qacc are finite (and not huge) and MuJoCo reset no bad state since the
+// last reset (the back-end failures that cfv_sim_step undid do not count).
 int cfv_sim_finite(const cfv_sim* s);
 
 // Steps for `seconds` of wall time from the reset state and prints one line:

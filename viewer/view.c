@@ -1,7 +1,8 @@
 // The window and the headless renderer, both on MuJoCo's own renderer (mjv_ scene, mjr_ OpenGL).
 //
 // Real time: each frame steps until simulated time catches up with wall time (times the speed
-// factor), but never for longer than STEP_BUDGET of wall time, so that the window keeps drawing
+// factor), but for no longer than a budget of wall time (STEP_BUDGET, or 70% of what drawing the
+// last frame took when drawing is slow, as with software OpenGL), so that the window keeps drawing
 // and answering input when the dynamics is slower than real time (MuJoCo's own on a long chain);
 // the debt is then dropped rather than carried, and the overlay shows the real-time factor that
 // was actually achieved.
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@
 
 #include "png.h"
 
-#define STEP_BUDGET 0.040     // wall seconds of stepping per frame at most
+#define STEP_BUDGET 0.025     // wall seconds of stepping per frame at most (or 0.7 x drawing)
 #define STATS_WINDOW 0.5      // wall seconds over which the overlay's rates are averaged
 #define DOUBLE_CLICK 0.3      // seconds
 #define HIDDEN_GROUP 5        // geom group that --hide-moving moves geoms into (and hides)
@@ -66,12 +68,24 @@ typedef struct viewer {
   int paused, show_help, show_overlay;
   double speed;
   int shots;
+  double peak_force, peak_torque;  // largest mouse force (N), torque (N m) of this perturbation
 
   // real-time sync
+  double draw_time;  // wall seconds the last frame took to draw and swap
   int resync;
   double sync_wall, sync_sim;
   rates r;
 } viewer;
+
+// One line on stdout per user action: a log of the session, and what the tests read.
+static void say(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  putchar('\n');
+  fflush(stdout);
+}
 
 static void glfw_error(int code, const char* what) {
   fprintf(stderr, "chainfd-view: GLFW error %d: %s\n", code, what);
@@ -134,6 +148,17 @@ static void apply_perturbation(viewer* v) {
   mju_zero(d->xfrc_applied, 6 * m->nbody);
   mjv_applyPerturbPose(m, d, &v->pert, 0);
   mjv_applyPerturbForce(m, d, &v->pert);
+  if (v->pert.active && v->pert.select > 0) {
+    v->peak_force = fmax(v->peak_force, mju_norm3(d->xfrc_applied + 6 * v->pert.select));
+    v->peak_torque = fmax(v->peak_torque, mju_norm3(d->xfrc_applied + 6 * v->pert.select + 3));
+  }
+}
+
+static const char* body_name(const mjModel* m, int body, char* buf, int size) {
+  const char* nm = mj_id2name(m, mjOBJ_BODY, body);
+  if (nm && nm[0]) snprintf(buf, size, "%s", nm);
+  else snprintf(buf, size, "#%d", body);
+  return buf;
 }
 
 static int timed_step(viewer* v) {
@@ -186,7 +211,7 @@ static void advance_real_time(viewer* v) {
     v->resync = 0;
   }
   double target = v->sync_sim + (now - v->sync_wall) * v->speed;
-  double deadline = now + STEP_BUDGET;
+  double deadline = now + fmax(STEP_BUDGET, 0.7 * v->draw_time);
   while (s->d->time < target && !v->paused) {
     double t_before = s->d->time;
     if (timed_step(v)) break;
@@ -219,28 +244,30 @@ static void draw_overlay(viewer* v, mjrRect rect) {
            s->d->time, s->wave ? "\nwave  [W]" : "", v->paused ? "\nPAUSED  [space]" : "");
   mjr_overlay(mjFONT_NORMAL, mjGRID_TOPLEFT, rect, titles, values, &v->con);
 
-  // why MuJoCo took steps that a chainfd back end was asked for
+  // why MuJoCo took steps that a chainfd back end was asked for, wrapped to the window's width
   if (s->current != 0 && s->fallback_why[0] && v->r.have) {
-    char line[CFV_MSG + 64];
-    snprintf(line, sizeof line, "MuJoCo steps this model/state: %.150s%s", s->fallback_why,
-             strlen(s->fallback_why) > 150 ? "..." : "");
+    char line[2 * CFV_MSG];
+    int cols = rect.width / (v->con.charWidth['n'] > 0 ? v->con.charWidth['n'] : 8) - 4;
+    if (cols < 30) cols = 30;
+    int len = snprintf(line, sizeof line, "MuJoCo takes these steps: %s", s->fallback_why);
+    for (int start = 0, last_space = -1, i = 0; i < len; i++) {
+      if (line[i] == ' ') last_space = i;
+      if (i - start >= cols && last_space > start) {
+        line[last_space] = '\n';
+        start = last_space + 1;
+      }
+    }
     mjr_overlay(mjFONT_NORMAL, mjGRID_BOTTOMLEFT, rect, line, NULL, &v->con);
   }
   if (v->show_help) {
-    char keys[512] = "", names[256] = "";
-    int len = 0;
-    for (int i = 0; i < s->ndyn && i < 9; i++)
-      len += snprintf(names + len, sizeof names - len, "%s%d %s", i ? ", " : "", i + 1,
-                      s->dyn_name[i]);
-    snprintf(keys, sizeof keys,
-             "Pause / step\nReset\nDynamics\nDirect pick\nSpeed\nWave controller\nScreenshot\n"
-             "Overlay / help\nRotate / move / zoom\nSelect / centre\nPerturb\nFree camera\nQuit");
-    char what[768];
-    snprintf(what, sizeof what,
-             "Space / Right\nBackspace\nB / Shift+B\n%s\n- / =\nW\nP (PNG in cwd)\nF2 / F1\n"
-             "left / right / scroll\ndouble-click left / right\nCtrl + left (rotate), right (move)\n"
-             "Esc\nCtrl+Q",
-             names);
+    static const char* keys =
+        "Pause, single step\nReset\nNext dynamics\nDynamics by number\nSlower, faster\n"
+        "Wave controller\nScreenshot (cwd)\nHelp, overlay\nRotate, move view\nZoom\n"
+        "Select body\nCentre, track\nPerturb\nFree camera\nQuit";
+    static const char* what =
+        "Space, Right\nBackspace\nB, Shift+B\n1-9\n-, =\nW\nP\nF1, F2\nleft, right drag\n"
+        "scroll, middle drag\ndouble-click\nright double-click (+Ctrl)\nCtrl + left/right drag\n"
+        "Esc\nCtrl+Q";
     mjr_overlay(mjFONT_NORMAL, mjGRID_TOPRIGHT, rect, keys, what, &v->con);
   }
 }
@@ -274,10 +301,8 @@ static void next_dynamics(viewer* v, int step) {
   cfv_sim* s = v->sim;
   char err[CFV_MSG];
   int i = ((s->current + step) % s->ndyn + s->ndyn) % s->ndyn;
-  if (!cfv_sim_select(s, i, err, sizeof err)) {
-    printf("dynamics: %s (t = %.4f s)\n", cfv_sim_name(s), s->d->time);
-    fflush(stdout);
-  }
+  if (!cfv_sim_select(s, i, err, sizeof err))
+    say("dynamics: %s (t = %.4f s)", cfv_sim_name(s), s->d->time);
   v->r.have = 0;  // fresh rates for the new dynamics
   v->r.t0 = cfv_now();
 }
@@ -289,15 +314,20 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
   if (action == GLFW_RELEASE) return;
   switch (key) {
     case GLFW_KEY_SPACE:
-      if (action == GLFW_PRESS) v->paused = !v->paused;
+      if (action == GLFW_PRESS) {
+        v->paused = !v->paused;
+        if (v->paused) say("paused at t = %.4f s", s->d->time);
+        else say("running");
+      }
       break;
     case GLFW_KEY_RIGHT:
-      if (v->paused) timed_step(v);
+      if (v->paused && !timed_step(v)) say("step: t = %.4f s", s->d->time);
       break;
     case GLFW_KEY_BACKSPACE:
       cfv_sim_reset(s);
       v->pert.active = 0;
       v->resync = 1;
+      say("reset");
       break;
     case GLFW_KEY_B:
       if (action == GLFW_PRESS) next_dynamics(v, (mods & GLFW_MOD_SHIFT) ? -1 : 1);
@@ -306,17 +336,20 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
       if (action == GLFW_PRESS && s->m->nu > 0 && s->wave_freq > 0) {
         s->wave = !s->wave;
         if (!s->wave) memcpy(s->d->ctrl, s->ctrl0, sizeof(double) * (size_t)s->m->nu);
+        say("wave controller %s", s->wave ? "on" : "off");
       }
       break;
     case GLFW_KEY_EQUAL:
     case GLFW_KEY_KP_ADD:
       v->speed = fmin(v->speed * 2, 16);
       v->resync = 1;
+      say("speed x%g", v->speed);
       break;
     case GLFW_KEY_MINUS:
     case GLFW_KEY_KP_SUBTRACT:
       v->speed = fmax(v->speed / 2, 1.0 / 64);
       v->resync = 1;
+      say("speed x%g", v->speed);
       break;
     case GLFW_KEY_P:
       if (action == GLFW_PRESS) {
@@ -327,7 +360,7 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
         snprintf(path, sizeof path, "chainfd-view-%03d.png", v->shots++);
         mjrRect rect = {0, 0, fw, fh};
         render(v, rect);
-        if (rgb && !save_png(v, rect, path, rgb)) printf("screenshot: %s\n", path);
+        if (rgb && !save_png(v, rect, path, rgb)) say("screenshot: %s", path);
         free(rgb);
       }
       break;
@@ -363,6 +396,7 @@ static void double_click(viewer* v, int button, int mods) {
   int geom, flex, skin;
   int body = mjv_select(m, d, &v->opt, (mjtNum)width / height, v->lastx / width,
                         (height - v->lasty) / height, &v->scn, selpnt, &geom, &flex, &skin);
+  char nm[128];
   if (button == GLFW_MOUSE_BUTTON_LEFT) {
     v->pert.select = body > 0 ? body : 0;
     v->pert.flexselect = flex;
@@ -372,6 +406,9 @@ static void double_click(viewer* v, int button, int mods) {
       mjtNum rel[3];
       mju_sub3(rel, selpnt, d->xpos + 3 * body);
       mju_mulMatTVec(v->pert.localpos, d->xmat + 9 * body, rel, 3, 3);
+      say("selected body %s", body_name(m, body, nm, sizeof nm));
+    } else {
+      say("selected nothing");
     }
   } else if (button == GLFW_MOUSE_BUTTON_RIGHT && body >= 0) {
     mju_copy3(v->cam.lookat, selpnt);
@@ -379,6 +416,9 @@ static void double_click(viewer* v, int button, int mods) {
       v->cam.type = mjCAMERA_TRACKING;
       v->cam.trackbodyid = body;
       v->cam.fixedcamid = -1;
+      say("tracking body %s", body_name(m, body, nm, sizeof nm));
+    } else {
+      say("camera centred at (%.3f, %.3f, %.3f)", selpnt[0], selpnt[1], selpnt[2]);
     }
   }
 }
@@ -388,8 +428,13 @@ static void on_button(GLFWwindow* w, int button, int action, int mods) {
   v->left = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_LEFT) == GLFW_PRESS;
   v->middle = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_MIDDLE) == GLFW_PRESS;
   v->right = glfwGetMouseButton(w, GLFW_MOUSE_BUTTON_RIGHT) == GLFW_PRESS;
-  glfwGetCursorPos(w, &v->lastx, &v->lasty);
+  // the position is the one the last cursor event gave (the pointer is there before it clicks)
   if (action != GLFW_PRESS) {
+    if (v->pert.active) {
+      char nm[128];
+      say("perturbation of body %s released (peak force %.3g N, torque %.3g N m)",
+          body_name(v->sim->m, v->pert.select, nm, sizeof nm), v->peak_force, v->peak_torque);
+    }
     v->pert.active = 0;
     return;
   }
@@ -407,6 +452,7 @@ static void on_button(GLFWwindow* w, int button, int action, int mods) {
       (button == GLFW_MOUSE_BUTTON_LEFT || button == GLFW_MOUSE_BUTTON_RIGHT)) {
     mjv_initPerturb(v->sim->m, v->sim->d, &v->scn, &v->pert);
     v->pert.active = button == GLFW_MOUSE_BUTTON_LEFT ? mjPERT_ROTATE : mjPERT_TRANSLATE;
+    v->peak_force = v->peak_torque = 0;
   }
 }
 
@@ -474,8 +520,10 @@ int cfv_run_window(cfv_sim* s, const cfv_view_opts* o) {
     int fw, fh;
     glfwGetFramebufferSize(v->win, &fw, &fh);
     mjrRect rect = {0, 0, fw, fh};
+    double t_draw = cfv_now();
     render(v, rect);
     glfwSwapBuffers(v->win);
+    v->draw_time = cfv_now() - t_draw;
     update_rates(v, cfv_now());
     frame++;
     if (o->run_for > 0 && cfv_now() - start >= o->run_for) break;
@@ -508,17 +556,36 @@ static int on_path(const char* prog) {
   return found;
 }
 
+// s in single quotes for sh, inner quotes escaped
+static void shell_quote(const char* s, char* out, size_t size) {
+  size_t n = 0;
+  if (size < 3) return;
+  out[n++] = '\'';
+  for (; *s && n + 5 < size; s++) {
+    if (*s == '\'') {
+      memcpy(out + n, "'\\''", 4);
+      n += 4;
+    } else {
+      out[n++] = *s;
+    }
+  }
+  out[n++] = '\'';
+  out[n] = 0;
+}
+
 static FILE* open_video(const cfv_view_opts* o) {
   if (!on_path("ffmpeg")) {
     fprintf(stderr, "chainfd-view: ffmpeg is not installed: no video, PNG frames only\n");
     return NULL;
   }
   // OpenGL rows are bottom-up (vflip); yuv420p wants even sizes (scale)
-  char cmd[4096 + 512];
+  char path[4096 + 16], quoted[2 * sizeof path], cmd[sizeof quoted + 512];
+  snprintf(path, sizeof path, "%s/chainfd.mp4", o->out);
+  shell_quote(path, quoted, sizeof quoted);
   snprintf(cmd, sizeof cmd,
            "ffmpeg -loglevel error -y -f rawvideo -pix_fmt rgb24 -s %dx%d -r %g -i - "
-           "-vf vflip,scale=trunc(iw/2)*2:trunc(ih/2)*2 -c:v libx264 -pix_fmt yuv420p '%s/chainfd.mp4'",
-           o->width, o->height, o->fps, o->out);
+           "-vf 'vflip,scale=trunc(iw/2)*2:trunc(ih/2)*2' -c:v libx264 -pix_fmt yuv420p %s",
+           o->width, o->height, o->fps, quoted);
   FILE* f = popen(cmd, "w");
   if (!f) fprintf(stderr, "chainfd-view: cannot start ffmpeg: %s\n", strerror(errno));
   return f;

@@ -96,10 +96,12 @@ __device__ __forceinline__ unsigned long long abs_bits(double x) {
   return (unsigned long long)__double_as_longlong(fabs(x));
 }
 
-// qdd from the f-rows; add: a refinement's correction, whose size (and qacc's) the last step
-// records per instance in norms[2b], norms[2b+1]
+// qdd from the f-rows; add: a refinement's correction. The last two steps record per instance the
+// correction's size in norms[3b + slot] (slot 0: the step before the last, 1: the last) and the
+// last step qacc's size in norms[3b + 2].
 __global__ void cfa_qdd_kernel(int n, int flip, const double* __restrict__ sigma, double* work,
-                               long stride, double* qacc, int add, unsigned long long* norms) {
+                               long stride, double* qacc, int add, unsigned long long* norms,
+                               int slot) {
   int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (i >= n) return;
   cfa_views v = cfa_views_of(work + (long)b * stride, n);
@@ -107,18 +109,19 @@ __global__ void cfa_qdd_kernel(int n, int flip, const double* __restrict__ sigma
   double* out = qacc + (long)b * n + i;
   *out = add ? *out + x : x;
   if (norms) {
-    atomicMax(norms + 2 * b, abs_bits(x));
-    atomicMax(norms + 2 * b + 1, abs_bits(*out));
+    atomicMax(norms + 3 * b + slot, abs_bits(x));
+    if (slot == 1) atomicMax(norms + 3 * b + 2, abs_bits(*out));
   }
 }
 
 // refuse instances whose last correction is not small (cpu/cfa_cpu.c, step 6)
-__global__ void cfa_accept_kernel(int B, const unsigned long long* norms, int* error) {
+__global__ void cfa_accept_kernel(int B, int have_prev, const unsigned long long* norms, int* error) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
-  double corr = __longlong_as_double((long long)norms[2 * b]);
-  double size = __longlong_as_double((long long)norms[2 * b + 1]);
-  if (!(corr <= CFD_CFA_ACCEPT * size)) atomicExch(error, CFD_ERR_INACCURATE);
+  double prev = have_prev ? __longlong_as_double((long long)norms[3 * b]) : INFINITY;
+  double corr = __longlong_as_double((long long)norms[3 * b + 1]);
+  double size = __longlong_as_double((long long)norms[3 * b + 2]);
+  if (!cfd_cfa_converged(corr, prev, size)) atomicExch(error, CFD_ERR_INACCURATE);
 }
 
 // tau_d of a refinement step: the residual, from the [B][n] array into each instance's view
@@ -138,7 +141,7 @@ __global__ void cfa_rhs_row_kernel(int n, const double* __restrict__ sigma, doub
 
 // steps 3-5 of cpu/cfa_cpu.c; refine: a further right-hand side with the stored elimination
 static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
-                      unsigned long long* norms) {
+                      unsigned long long* norms, int slot) {
   int n = g->n;
   int* error = g->info + g->capacity;
   dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
@@ -150,7 +153,7 @@ static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
                                                         g->work, stride, error);
   cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, refine, g->work, stride, error);
   cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc,
-                                                      refine, norms);
+                                                      refine, norms, slot);
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -162,20 +165,22 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
   cfa_blocks_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(g->chain, g->jinv, g->basis, tau, extra,
                                                          g->bias, g->work, stride);
-  cfa_solve(g, B, stride, qacc, 0, NULL);
-  // the last step's correction sizes, per instance, in the (now free) cuSOLVER pointer array
+  cfa_solve(g, B, stride, qacc, 0, NULL, 0);
+  // the last two steps' correction sizes, per instance, in the (otherwise unused) pointer array
   unsigned long long* norms = (unsigned long long*)g->ptrs;
+  int steps = cfd_cfa_refine_steps;
+  if (steps > 0) cudaMemsetAsync(norms, 0, sizeof(unsigned long long) * 3 * B, g->stream);
   for (int step = 0; step < cfd_cfa_refine_steps; step++) {  // step 6 of cpu/cfa_cpu.c
     e = cfd_gpu_launch_id(g, B, q, qd, qacc, g->bias, g->work, stride);
     if (e) return e;
     e = cfd_gpu_launch_residual(g, B, tau, extra, g->bias, qacc, g->resid);
     if (e) return e;
     cfa_taud_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->resid, g->work, stride);
-    int last = step == cfd_cfa_refine_steps - 1;
-    if (last) cudaMemsetAsync(norms, 0, sizeof(unsigned long long) * 2 * B, g->stream);
-    cfa_solve(g, B, stride, qacc, 1, last ? norms : NULL);
-    if (last)
-      cfa_accept_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(B, norms, g->info + g->capacity);
+    int slot = step == steps - 1 ? 1 : step == steps - 2 ? 0 : -1;
+    cfa_solve(g, B, stride, qacc, 1, slot >= 0 ? norms : NULL, slot);
+    if (slot == 1)
+      cfa_accept_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(B, steps > 1, norms,
+                                                                g->info + g->capacity);
   }
   return cudaGetLastError();
 }
