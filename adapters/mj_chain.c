@@ -117,7 +117,9 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
       }
       continue;
     }
-    if (m->body_mocapid[b] >= 0 || (own < 0 && parent != 0 && m->body_mocapid[parent] >= 0)) {
+    int mocap = m->body_mocapid[b] >= 0;  // a mocap body anywhere above moves the base
+    for (int a = parent; a > 0 && !mocap; a = m->body_parentid[a]) mocap = m->body_mocapid[a] >= 0;
+    if (mocap) {
       status = refuse(err, err_size, "body %s has joints and a mocap ancestor: the base must be fixed",
                       name_of(m, mjOBJ_BODY, b, nb, sizeof nb));
       break;

@@ -197,7 +197,7 @@ CFD_HD void cfd_cfa_rhs_row(int i, int n, const double* D0, const double* U0, co
 // Right-hand side and joint-diagonal term for equation i (see the derivation above), reading the
 // unmodified blocks D0/U0 of P^T K P and writing the system the elimination starts from (D, U, R)
 // and the unmodified f-row (frow: couplings to x_{i-1}, x_i, x_{i+1}) that gives qdd afterwards.
-// dj: joint-diagonal terms, sigma = S^T S, taud = tau - bias (all n).
+// dj: joint-diagonal terms, sigma = |S| (cfd_cfa_sigma), taud = tau - bias (all n).
 CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0, const double* dj,
                                const double* sigma, const double* taud, double* D, double* U,
                                double* R, double* frow) {

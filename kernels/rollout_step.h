@@ -74,9 +74,14 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
     const double* Bi = p->bias + 3 * a;
     double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
     const double* fr = p->forcerange + 2 * a;
-    if (fr[0] < fr[1]) force = fmin(fmax(force, fr[0]), fr[1]);
+    int saturated = 0;  // a saturated force does not vary with velocity (MuJoCo's derivative too)
+    if (fr[0] < fr[1]) {
+      saturated = force <= fr[0] || force >= fr[1];
+      force = fmin(fmax(force, fr[0]), fr[1]);
+    }
     tau[i * stride] += g * force;
-    if (p->integrator == CFD_INT_IMPLICITFAST) diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
+    if (p->integrator == CFD_INT_IMPLICITFAST && !saturated)
+      diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
   }
   int st = cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
   if (st) return st;

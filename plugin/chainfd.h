@@ -4,7 +4,7 @@
 //
 //   <extension><plugin plugin="chainfd"><instance name="fd">
 //     <config key="backend" value="auto"/>      auto | cfa | abia | jsiia | cpu
-//     <config key="precision" value="double"/>  double | float (float is a GPU option)
+//     <config key="precision" value="double"/>  double (float is refused: every back end computes in double)
 //     <config key="device" value="cpu"/>        cpu | auto | a CUDA device index (0, 1, ...)
 //     <config key="fallback" value="mujoco"/>   mujoco | error
 //   </instance></plugin></extension>

@@ -9,7 +9,10 @@
 // device memory of the context's device (CFD_DEVICE). Device buffers are allocated once and
 // reused; they grow only when a larger B arrives. Every CUDA failure (no GPU, bad device index,
 // out of memory for a huge B, a kernel fault) comes back as a non-zero return and a message; none
-// of them exits or crashes, and qacc is written only on success.
+// of them exits or crashes. With host arrays qacc is written only on success; with device arrays
+// (CFD_DEVICE) the kernels write it in place, so a failed call may leave it partly written. A context
+// serves one thread at a time. The GPU path does not check its inputs for NaN (the single-state
+// solver does): a NaN state gives NaN qacc.
 #ifndef CHAINFD_BATCH_H
 #define CHAINFD_BATCH_H
 

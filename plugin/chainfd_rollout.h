@@ -11,7 +11,9 @@
 // Each step has mj_step's semantics for the models accepted: hinge/slide chains; joint springs and
 // damping (linear); gravity; actuators on joints with fixed or affine gain and none or affine bias
 // (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
-// implicitfast. Anything else is refused at creation with the element and the reason.
+// implicitfast. Anything else is refused at creation with the element and the reason. The model's
+// timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.
+// A rollout (like a chainfd_fd or cfd_gpu handle) serves one thread at a time.
 #ifndef CHAINFD_ROLLOUT_H
 #define CHAINFD_ROLLOUT_H
 

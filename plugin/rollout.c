@@ -62,6 +62,15 @@ static int check_model(const mjModel* m, char* err, int size) {
       if (m->dof_dampingpoly[mjNPOLY * i + k] != 0)
         return refuse(err, size, "joint '%s' has nonlinear damping", name(m, mjOBJ_JOINT, m->dof_jntid[i]));
   if (m->nu != m->nactuator) return refuse(err, size, "actuators with several controls are not supported");
+  if (m->opt.disableactuator != 0)
+    return refuse(err, size, "actuator groups are disabled (opt.disableactuator): not supported");
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* plugin = mjp_getPluginAtSlot(m->plugin[i]);
+    if (plugin && (plugin->capabilityflags & (mjPLUGIN_PASSIVE | mjPLUGIN_ACTUATOR)))
+      return refuse(err, size, "plugin '%s' adds passive or actuator forces", plugin->name);
+  }
+  if (mjcb_passive || mjcb_control || mjcb_act_gain || mjcb_act_bias || mjcb_act_dyn)
+    return refuse(err, size, "a MuJoCo callback (mjcb_*) is installed: its forces are not rolled out");
   for (int a = 0; a < m->nactuator; a++) {
     const char* an = name(m, mjOBJ_ACTUATOR, a);
     if (m->actuator_trntype[a] != mjTRN_JOINT)
@@ -244,6 +253,10 @@ static void* run_share(void* arg) {
 
 static int run_split(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
                      const double* ctrl, double* out, int final_only, char* err, int err_size) {
+  if (B < 1 || H < 0) {
+    snprintf(err, err_size, "rollout: need B >= 1 and H >= 0 (got B=%d, H=%d)", B, H);
+    return 1;
+  }
   gpu_share shares[CFD_MAX_GPUS];
   pthread_t threads[CFD_MAX_GPUS];
   int n = r->n, per = (B + r->ngpu - 1) / r->ngpu, used = 0;

@@ -56,6 +56,7 @@ struct chainfd_stepper {
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
   char model_refusal[MSG_SIZE];
+  char solver_failure[MSG_SIZE];   // why the back end failed in the last evaluation
 
   mjOption opt_seen;          // the options the verdicts below were made for
   int opt_valid;
@@ -304,7 +305,9 @@ static void describe_constraints(const mjData* d, char* why, int size) {
 
 // --- one evaluation: mj_forward with chainfd's qacc ------------------------------------------------
 
-enum { EVAL_OK = 0, EVAL_CONSTRAINED = 1 };
+// EVAL_FAILED: the back end could not compute qacc (singular, CFA not converged, a CUDA error):
+// MuJoCo steps or the call is refused, never an inaccurate or NaN step
+enum { EVAL_OK = 0, EVAL_CONSTRAINED = 1, EVAL_FAILED = 2 };
 
 static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors) {
   int nv = m->nv;
@@ -340,9 +343,14 @@ static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_se
   // acceleration: qfrc_smooth as MuJoCo sums it, qacc from the chain
   cfd_solver_gather(s->solver, m, d, &s->q, &s->qd, &s->tau);
   for (int i = 0; i < nv; i++) d->qfrc_smooth[i] = s->tau[i] - d->qfrc_bias[i];
-  if (cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc)) {
-    // a singular or non-finite problem: qacc is NaN, which mj_checkAcc treats as MuJoCo would
+  int st = cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
+  if (st == CFD_ERR_NONFINITE) {
+    // a non-finite state: qacc is NaN, which mj_checkAcc treats as MuJoCo would
     for (int i = 0; i < nv; i++) d->qacc[i] = NAN;
+  } else if (st) {
+    snprintf(s->solver_failure, sizeof s->solver_failure, "%s: %s",
+             cfd_solver_backend(s->solver)->name, cfd_status_str(st));
+    return EVAL_FAILED;
   }
   memcpy(d->qacc_smooth, d->qacc, sizeof(double) * nv);
   memset(d->qfrc_constraint, 0, sizeof(double) * nv);
@@ -444,7 +452,10 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
       if (m->actuator_gaintype[a] == mjGAIN_AFFINE) gain_vel = m->actuator_gainprm[mjNGAIN * a + 2];
       if (gain_vel != 0) {
         if (m->actuator_dyntype[a] == mjDYN_NONE) {
-          bias_vel += gain_vel * d->ctrl[m->actuator_ctrladr[a]];
+          double u = d->ctrl[m->actuator_ctrladr[a]];  // as MuJoCo: the clamped control
+          if (m->actuator_ctrllimited[a] && !disabled(m, mjDSBL_CLAMPCTRL))
+            u = fmin(fmax(u, m->actuator_ctrlrange[2 * a]), m->actuator_ctrlrange[2 * a + 1]);
+          bias_vel += gain_vel * u;
         } else {
           int adr = m->actuator_actadr[a] + m->actuator_actnum[a] - 1;
           double act = m->actuator_actearly[a] ? next_activation(m, d, a, adr, d->act_dot[adr])
@@ -494,10 +505,16 @@ static void advance(const mjModel* m, mjData* d, const double* act_dot, const do
   memcpy(d->qacc_warmstart, d->qacc, sizeof(double) * m->nv);
 }
 
-// qacc with the joint-diagonal term diag, from the last evaluation's state.
-static void solve_with_diag(chainfd_stepper* s, const mjModel* m, const double* diag, double* qacc) {
-  if (cfd_solver_fd(s->solver, s->q, s->qd, s->tau, diag, qacc))
+// qacc with the joint-diagonal term diag, from the last evaluation's state. Nonzero (with the
+// reason in s->solver_failure) when the back end failed for another reason than a NaN state.
+static int solve_with_diag(chainfd_stepper* s, const mjModel* m, const double* diag, double* qacc) {
+  int st = cfd_solver_fd(s->solver, s->q, s->qd, s->tau, diag, qacc);
+  if (st == CFD_ERR_NONFINITE)
     for (int i = 0; i < m->nv; i++) qacc[i] = NAN;
+  else if (st)
+    snprintf(s->solver_failure, sizeof s->solver_failure, "%s: %s",
+             cfd_solver_backend(s->solver)->name, cfd_status_str(st));
+  return st && st != CFD_ERR_NONFINITE;
 }
 
 // --- RK4 -----------------------------------------------------------------------------------------
@@ -540,12 +557,13 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
     memcpy(d->qvel, X[i] + nq, sizeof(double) * nv);
     memcpy(d->act, X[i] + nq + nv, sizeof(double) * na);
     d->time = time0 + rk4_c[i - 1] * h;
-    if (evaluate(s, m, d, 1) == EVAL_CONSTRAINED) {
+    int ev = evaluate(s, m, d, 1);
+    if (ev != EVAL_OK) {
       memcpy(d->qpos, X[0], sizeof(double) * nq);
       memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
       memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
       d->time = time0;
-      return EVAL_CONSTRAINED;
+      return ev;
     }
     memcpy(F[i], d->qacc, sizeof(double) * nv);
     memcpy(F[i] + nv, d->act_dot, sizeof(double) * na);
@@ -586,7 +604,9 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
   const char* why = static_refusal(s, m, 0);
   if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
-  if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+  int ev = evaluate(s, m, d, 0);
+  if (ev == EVAL_FAILED) return hand_over(s, m, d, 0, SAID_SOLVER, s->solver_failure);
+  if (ev == EVAL_CONSTRAINED) {
     char msg[MSG_SIZE];
     describe_constraints(d, msg, sizeof msg);
     return hand_over(s, m, d, 0, SAID_CONSTRAINT, msg);
@@ -603,7 +623,9 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   mj_checkPos(m, d);
   mj_checkVel(m, d);
   char msg[MSG_SIZE];
-  if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+  int ev = evaluate(s, m, d, 0);
+  if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
+  if (ev == EVAL_CONSTRAINED) {
     describe_constraints(d, msg, sizeof msg);
     return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
   }
@@ -611,7 +633,9 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   int resets = d->warning[mjWARN_BADQACC].number;
   mj_checkAcc(m, d);
   if (d->warning[mjWARN_BADQACC].number != resets && !disabled(m, mjDSBL_AUTORESET)) {
-    if (evaluate(s, m, d, 0) == EVAL_CONSTRAINED) {
+    ev = evaluate(s, m, d, 0);
+    if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
+    if (ev == EVAL_CONSTRAINED) {
       describe_constraints(d, msg, sizeof msg);
       return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
     }
@@ -620,7 +644,8 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   switch (m->opt.integrator) {
     case mjINT_EULER:
       if (euler_damping_diag(m, d, s->diag)) {
-        solve_with_diag(s, m, s->diag, s->qacc_used);
+        if (solve_with_diag(s, m, s->diag, s->qacc_used))
+          return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
         advance(m, d, d->act_dot, s->qacc_used, NULL);
       } else {
         advance(m, d, d->act_dot, d->qacc, NULL);
@@ -629,11 +654,14 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
     case mjINT_IMPLICITFAST:
       if (implicitfast_diag(m, d, s->diag, msg, sizeof msg))
         return hand_over(s, m, d, 1, SAID_SOLVER, msg);  // d's state is still the step's start
-      solve_with_diag(s, m, s->diag, s->qacc_used);
+      if (solve_with_diag(s, m, s->diag, s->qacc_used))
+        return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
       advance(m, d, d->act_dot, s->qacc_used, NULL);
       break;
     case mjINT_RK4:
-      if (rk4(s, m, d) == EVAL_CONSTRAINED) {
+      ev = rk4(s, m, d);
+      if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
+      if (ev == EVAL_CONSTRAINED) {
         snprintf(msg, sizeof msg, "constraint rows become active inside the RK4 step");
         return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
       }

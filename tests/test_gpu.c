@@ -75,6 +75,7 @@ static void test_case(const gpu_case* tc) {
                               ref + b * n) == 0, "reference");
     for (int alg = 0; alg < 4; alg++) {
       if (alg == CFD_GPU_JSIIA && n > 2048 && with_extra) continue;  // n^2 memory: once is enough
+      if (alg == CFD_GPU_ABIA_F32 && tc->tile) continue;  // float32 promises no digits there
       cfd_gpu* g;
       if (cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err)) {
         EXPECT(0, "%s %s: %s", tc->model, cfd_gpu_algorithm_name(alg), err);
@@ -85,9 +86,9 @@ static void test_case(const gpu_case* tc) {
         if (!B) continue;
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
         int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
-        // On chains longer than MuJoCo compiles, CFA may refuse (its refinement does not converge
+        // On chains of thousands of links, CFA may refuse (its refinement does not converge
         // on crumpled random states); it must never return an inaccurate answer instead.
-        if (st && alg == CFD_GPU_CFA && n > 1000 && strstr(err, "did not converge")) {
+        if (st && alg == CFD_GPU_CFA && n > 2048 && strstr(err, "did not converge")) {
           printf("%-44s n=%-5d %-10s B=%-5d diag=%d refused: %s\n", tc->model, n,
                  cfd_gpu_algorithm_name(alg), B, with_extra, err);
           continue;
@@ -109,7 +110,7 @@ static void test_case(const gpu_case* tc) {
                cfd_gpu_last_kernel_ms(g));
         // single precision: its error is measured and bounded loosely where it is meaningful
         // (short chains); on long random chains float32 ABA has no correct digits to promise
-        double tol = alg == CFD_GPU_ABIA_F32 ? (n <= 33 ? 1e-3 : INFINITY) : tc->tol;
+        double tol = alg == CFD_GPU_ABIA_F32 ? 1e-4 : tc->tol;  // f32: 8e-6 measured at 200 links
         EXPECT(e <= tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B, e, tol);
       }
       cfd_gpu_free(g);

@@ -42,6 +42,7 @@ void cfd_chain_free(cfd_chain* c) {
 }
 
 int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out) {
+  if (base->n < 1 || n < 1) return CFD_ERR_ALLOC;
   if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
   for (int i = 0; i < n; i++) {
     int k = i % base->n;

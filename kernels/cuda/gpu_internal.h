@@ -17,7 +17,7 @@ struct cfd_gpu {
   float* chain_f32;    // ABIA_F32: the chain's arrays in single precision (R, p, S, J, armature)
   double* jinv;        // n x 36: J_i^-1 (CFA)
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
-  double* sigma;       // n: S_i^T S_i (CFA)
+  double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
   int capacity;        // instances the scratch below holds (one launch chunk)
   int staged;          // instances the host-staging vectors hold
   double *q, *qd, *tau, *extra, *qacc;  // [B][n] staging for host arrays
