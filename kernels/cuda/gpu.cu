@@ -289,8 +289,9 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
     dqacc = g->qacc;
   }
   int* error_flag = g->info + g->capacity;
-  cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
-  cudaEventRecord(g->start, g->stream);
+  e = cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
+  if (!e) e = cudaEventRecord(g->start, g->stream);
+  if (e) return fail(err, err_size, "starting the batch", e);
   for (int b0 = 0; b0 < B; b0 += chunk) {
     int nb = B - b0 < chunk ? B - b0 : chunk;
     size_t o = (size_t)b0 * n;
@@ -315,6 +316,11 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
     if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
     if (g->alg == CFD_GPU_JSIIA && n > 16) {  // cuSOLVER reports a failed factorisation in info
       int* info = (int*)malloc(sizeof(int) * (nb == 1 ? 1 : nb));
+      if (!info) {
+        snprintf(err, err_size, "cuda.jsiia: out of host memory");
+        cudaStreamSynchronize(g->stream);
+        return 1;
+      }
       e = cudaMemcpyAsync(info, g->info, sizeof(int) * (nb == 1 ? 1 : nb), cudaMemcpyDeviceToHost, g->stream);
       if (!e) e = cudaStreamSynchronize(g->stream);
       int bad = 0;
@@ -327,16 +333,16 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
       }
     }
   }
-  cudaEventRecord(g->stop, g->stream);
   int status = 0;
-  e = cudaMemcpyAsync(&status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  e = cudaEventRecord(g->stop, g->stream);
+  if (!e) e = cudaMemcpyAsync(&status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
   if (!e) e = cudaStreamSynchronize(g->stream);
   if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   if (status) {
     snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(status));
     return 1;
   }
-  cudaEventElapsedTime(&g->last_ms, g->start, g->stop);
+  if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;  // timing only
   if (host) {
     e = cudaMemcpyAsync(qacc, g->qacc, vec, cudaMemcpyDeviceToHost, g->stream);
     if (!e) e = cudaStreamSynchronize(g->stream);

@@ -228,8 +228,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     dctrl = r->ctrl;
     dout = r->out;
   }
-  cudaMemsetAsync(r->error, 0, sizeof(int), r->stream);
-  cudaEventRecord(r->start, r->stream);
+  e = cudaMemsetAsync(r->error, 0, sizeof(int), r->stream);
+  if (!e) e = cudaEventRecord(r->start, r->stream);
+  if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
   if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
@@ -239,14 +240,14 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->error);
   e = cudaGetLastError();
   if (e) return fail(err, err_size, "launching the rollout", e);
-  cudaEventRecord(r->stop, r->stream);
   int status = 0;
-  e = cudaMemcpyAsync(&status, r->error, sizeof(int), cudaMemcpyDeviceToHost, r->stream);
+  e = cudaEventRecord(r->stop, r->stream);
+  if (!e) e = cudaMemcpyAsync(&status, r->error, sizeof(int), cudaMemcpyDeviceToHost, r->stream);
   if (!e && where == CFD_HOST)
     e = cudaMemcpyAsync(out, dout, sizeof(double) * out_n, cudaMemcpyDeviceToHost, r->stream);
   if (!e) e = cudaStreamSynchronize(r->stream);
   if (e) return fail(err, err_size, "running the rollout", e);
-  cudaEventElapsedTime(&r->last_ms, r->start, r->stop);
+  if (cudaEventElapsedTime(&r->last_ms, r->start, r->stop)) r->last_ms = 0;  // timing only
   if (status) {
     snprintf(err, err_size, "GPU rollout: %s", cfd_status_str(status));
     return 1;
