@@ -15,16 +15,6 @@ static int fail(char* err, int size, const char* what, cudaError_t e) {
   return 1;
 }
 
-const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
-  switch (alg) {
-    case CFD_GPU_ABIA: return "cuda.abia";
-    case CFD_GPU_JSIIA: return "cuda.jsiia";
-    case CFD_GPU_CFA: return "cuda.cfa";
-    case CFD_GPU_ABIA_F32: return "cuda.abia.f32";
-  }
-  return "cuda.?";
-}
-
 int cfd_gpu_device_count(void) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

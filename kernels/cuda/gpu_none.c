@@ -6,15 +6,6 @@
 int cfd_gpu_device_count(void) { return 0; }
 int cfd_gpu_device_name(int device, char* buf, int size) { return 1; }
 size_t cfd_gpu_device_memory(int device) { return 0; }
-const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
-  switch (alg) {
-    case CFD_GPU_ABIA: return "cuda.abia";
-    case CFD_GPU_JSIIA: return "cuda.jsiia";
-    case CFD_GPU_CFA: return "cuda.cfa";
-    case CFD_GPU_ABIA_F32: return "cuda.abia.f32";
-  }
-  return "cuda.?";
-}
 int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
                    int err_size) {
   *out = NULL;
