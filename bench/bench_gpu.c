@@ -349,6 +349,51 @@ static void fig2(int max_n, double budget) {
   }
 }
 
+// CFA on one chain, launch layouts side by side (the kernel-variant record DESIGN 5 asks for):
+// threads per block x blocks per cluster, with and without iterative refinement, beside
+// mj_forward. n = 1023 is the longest chain MuJoCo 4.0 compiles; longer ones are tiled.
+static void cfa_layouts(int max_n, double budget) {
+  static const int layouts[][2] = {{0, 0}, {64, 1}, {64, 4}, {64, 8}, {64, 16}, {32, 16},
+                                   {128, 8}, {128, 16}, {256, 16}};
+  static const int sizes[] = {64, 200, 256, 1023, 1024, 4096, 16384};
+  int nlayout = sizeof layouts / sizeof layouts[0];
+  printf("\n== CFA, one chain (B = 1): us per forward dynamics by launch layout "
+         "(threads x cluster; 0 x 0 = chosen) ==\n");
+  for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+    int n = sizes[k];
+    if (n > max_n) break;
+    char spec[128];
+    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
+    model_set s;
+    if (n <= 1023 ? make_set(spec, &s, 1) : make_tiled_set(n, &s)) continue;
+    if (n > 1023) snprintf(spec, sizeof spec, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+    double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
+    if (s.m) emit("cfa_layout", spec, n, 1, "mujoco.1core", tmj, 0, 0);
+    printf("n = %d (mj_forward %.1f us)\n", n, tmj);
+    for (int l = 0; l < nlayout; l++) {
+      for (int refine = 1; refine >= 0; refine--) {
+        int saved = cfd_cfa_refine_steps;
+        if (!refine) cfd_cfa_refine_steps = 0;
+        cfd_gpu_cfa_threads = layouts[l][0];
+        cfd_gpu_cfa_cluster = layouts[l][1];
+        gpu_meas gm = gpu_time(&s, CFD_GPU_CFA, 1, budget);
+        cfd_cfa_refine_steps = saved;
+        if (!gm.ok) continue;
+        char who[96];
+        snprintf(who, sizeof who, "cuda.cfa[%dx%d%s]", layouts[l][0], layouts[l][1],
+                 refine ? "" : ",raw");
+        emit("cfa_layout", spec, n, 1, who, gm.wall_us, gm.kernel_us, gm.err);
+        printf("  %-26s wall %9.2f us  kernel %9.2f us  err %.1e%s\n", who, gm.wall_us,
+               gm.kernel_us, gm.err, tmj > 0 && refine && !l ? "" : "");
+        if (tmj > 0 && refine && l == 0) printf("  %-26s x%.0f mj_forward\n", "", tmj / gm.wall_us);
+      }
+    }
+    cfd_gpu_cfa_threads = cfd_gpu_cfa_cluster = 0;
+    fflush(stdout);
+    free_set(&s);
+  }
+}
+
 static void fig3(const char* fig, const char* spec, const char* label, int minB, int maxB,
                  double budget, int cores) {
   model_set s;
@@ -494,7 +539,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 int main(int argc, char** argv) {
   const char* out = ".";
   int max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only fig2|fig3|rollout
+  const char* only = NULL;  // --only cfa|fig2|fig3|rollout
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -503,7 +548,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|fig2|fig3|rollout]\n");
       return 2;
     }
   }
@@ -524,6 +569,7 @@ int main(int argc, char** argv) {
 
   char arm[1024];
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
+  if (!only || !strcmp(only, "cfa")) cfa_layouts(max_n, budget);
   if (!only || !strcmp(only, "fig2")) fig2(max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
     fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);

@@ -58,6 +58,11 @@ double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
 
+// CFA's launch layout for one chain (threads per block, blocks per cluster): 0 (the default) lets
+// chainfd choose; the benchmark sets them to measure the alternatives. Read at each launch.
+extern int cfd_gpu_cfa_threads;
+extern int cfd_gpu_cfa_cluster;
+
 // Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
 // parameters (kernels/rollout_step.h) live on the device; one thread per instance runs all H steps
 // with the state in device memory, no host round trip and no allocation per step.

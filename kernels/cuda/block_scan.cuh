@@ -1,9 +1,16 @@
-// block_scan.cuh: scans across the threads of one block, for the scan-based recursions (id.cu,
-// jsiia.cu). Each thread contributes one element (its run of links' total) in shared memory.
+// block_scan.cuh: scans across the threads of one block and across the blocks of one thread-block
+// cluster, for the scan-based recursions (id_scan.cuh). Each thread contributes one element (its
+// run of links' total) in shared memory; a block's total then reaches the blocks after it in the
+// cluster through distributed shared memory, so a chain spread over up to 16 SMs needs one cluster
+// barrier per scan. A kernel launched without clusters is a cluster of one block.
 #ifndef CHAINFD_BLOCK_SCAN_CUH
 #define CHAINFD_BLOCK_SCAN_CUH
 
+#include <cooperative_groups.h>
+
 #include "cfd_math.h"
+
+#define CFD_MAX_CLUSTER 16
 
 // a <- a o b for poses stored as 12 numbers (R row-major, then p)
 static __device__ __forceinline__ void pose_compose(const double* a, const double* b, double* out) {
@@ -46,6 +53,49 @@ static __device__ void block_scan_sum(double* sh, int w, bool reverse) {
       for (int k = 0; k < w; k++) sh[w * t + k] += other[k];
     __syncthreads();
   }
+}
+
+// After block_scan_poses(sh) in every block of the cluster: the composition of the totals of the
+// blocks ranked before this one (the identity in the first). tot: CFD_MAX_CLUSTER * 12 shared
+// doubles. sh must stay unwritten until the cluster's next barrier (callers alternate buffers).
+static __device__ void cluster_pose_prefix(const double* sh, double* tot, double out[12]) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  int r = (int)cl.block_rank(), t = threadIdx.x, T = blockDim.x;
+  pose_identity(out);
+  if (cl.num_blocks() == 1) return;
+  cl.sync();
+  if (t < r) {
+    const double* src = cl.map_shared_rank(sh, t) + 12 * (T - 1);
+    for (int k = 0; k < 12; k++) tot[12 * t + k] = src[k];
+  }
+  __syncthreads();
+  for (int j = 0; j < r; j++) {
+    double tmp[12];
+    pose_compose(out, tot + 12 * j, tmp);
+    for (int k = 0; k < 12; k++) out[k] = tmp[k];
+  }
+}
+
+// After block_scan_sum(sh, w, reverse) in every block: the sum of the totals of the blocks before
+// this one in scan order (ranks below, or above when reverse). Same rules as cluster_pose_prefix.
+static __device__ void cluster_sum_prefix(const double* sh, double* tot, int w, bool reverse,
+                                          double* out) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  int r = (int)cl.block_rank(), R = (int)cl.num_blocks(), t = threadIdx.x, T = blockDim.x;
+  for (int k = 0; k < w; k++) out[k] = 0;
+  if (R == 1) return;
+  cl.sync();
+  int before = reverse ? R - 1 - r : r;  // blocks ahead in scan order
+  if (t < before) {
+    int src_rank = reverse ? r + 1 + t : t;
+    const double* src = cl.map_shared_rank(sh, src_rank) + w * (reverse ? 0 : T - 1);
+    for (int k = 0; k < w; k++) tot[w * t + k] = src[k];
+  }
+  __syncthreads();
+  for (int j = 0; j < before; j++)
+    for (int k = 0; k < w; k++) out[k] += tot[w * j + k];
 }
 
 #endif  // CHAINFD_BLOCK_SCAN_CUH

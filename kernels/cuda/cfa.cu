@@ -1,24 +1,37 @@
-// CFA on the GPU: the steps of cpu/cfa_cpu.c with every per-link loop run in parallel (grid:
-// links x instances), through the same per-link functions (cfa_blocks.h):
-//   bias (scan-based ID, id.cu) -> blocks of P^T K P -> system rows -> ceil(log2 n) levels of
-//   odd-even elimination -> block-diagonal solve -> qdd from the f-rows.
-// J_i^-1, P_i and sigma_i are constant in link frames and uploaded once (gpu.cu).
+// CFA on the GPU: the steps of cpu/cfa_cpu.c, through the same per-link functions (cfa_blocks.h),
+// in one kernel launch for the whole solve and its iterative refinement. Each instance is one
+// thread-block cluster (up to 16 blocks on 16 SMs, CUDA 9.0+ hardware); its threads share the
+// chain's links:
+//   bias by the scan-based ID (id_scan.cuh: runs of links per thread)
+//   -> blocks of P^T K P -> system rows -> ceil(log2 n) levels of odd-even elimination
+//   -> block-diagonal solve -> qdd from the f-rows           (links in turn per thread)
+//   -> refinement steps: ID with qdd, residual, the stored elimination on the new right-hand side
+// with a cluster barrier between steps (a hardware barrier: far cheaper than a kernel launch per
+// step, which is what a links x instances grid would need). Work stays in global memory; for
+// chains up to a few thousand links it lives in L2. J_i^-1, P_i and sigma_i are constant in link
+// frames and uploaded once (gpu.cu).
+#include <cooperative_groups.h>
+
 #include "cfa_blocks.h"
 #include "gpu_internal.h"
+#include "id_scan.cuh"
 
-#define CFA_THREADS 64
+namespace cg = cooperative_groups;
+
+#define CFA_MAX_THREADS 256
+
+int cfd_gpu_cfa_threads = 0;  // tuning knobs (bench): 0 = chosen by cfa_layout
+int cfd_gpu_cfa_cluster = 0;
 
 // per-instance scratch after the ID's: D0 U0 D U D2 U2 (36n each), R R2 (6n each), frow 18n,
 // tau_d n, dj n, and the elimination's multipliers (72n per level)
-#define CFA_OFF_D0(n) CFD_ID_WORK(n)
-
 struct cfa_views {
   double *D0, *U0, *D, *U, *D2, *U2, *R, *R2, *frow, *taud, *dj, *EK;
 };
 
 __device__ __forceinline__ cfa_views cfa_views_of(double* w, int n) {
   cfa_views v;
-  v.D0 = w + CFA_OFF_D0(n);
+  v.D0 = w + CFD_ID_WORK(n);
   v.U0 = v.D0 + 36 * n;
   v.D = v.U0 + 36 * n;
   v.U = v.D + 36 * n;
@@ -33,154 +46,180 @@ __device__ __forceinline__ cfa_views cfa_views_of(double* w, int n) {
   return v;
 }
 
-__global__ void cfa_blocks_kernel(cfd_chain c, const double* __restrict__ jinv,
-                                  const double* __restrict__ basis, const double* __restrict__ tau,
-                                  const double* __restrict__ extra,
-                                  const double* __restrict__ bias, double* work, long stride) {
-  int n = c.n, i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  double* w = work + (long)b * stride;
-  cfa_views v = cfa_views_of(w, n);
-  const double* lp = w;  // local poses from the ID
-  double G[36];
-  if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
-  cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL, basis + 36 * i,
-                     v.D0 + 36 * i);
-  if (i + 1 < n) {
-    cfd_ad_inv_mat(lp + 12 * (i + 1), lp + 12 * (i + 1) + 9, G);
-    cfd_cfa_upper_block(jinv + 36 * i, G, basis + 36 * i, basis + 36 * (i + 1), v.U0 + 36 * i);
-  }
-  v.taud[i] = tau[(long)b * n + i] - bias[(long)b * n + i];
-  v.dj[i] = c.armature[i] + (extra ? extra[(long)b * n + i] : 0);
-}
-
-__global__ void cfa_system_kernel(int n, const double* __restrict__ sigma, double* work, long stride) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  cfd_cfa_system_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.D, v.U, v.R, v.frow);
-}
-
-// One level; `flip` selects which buffer pair is this level's input. refine: the right-hand side
-// alone, with the multipliers the first solve stored.
-__global__ void cfa_oee_kernel(int n, int s, int level, int flip, int refine, double* work,
-                               long stride, int* error) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  double *D = v.D, *U = v.U, *R = v.R, *Dn = v.D2, *Un = v.U2, *Rn = v.R2;
-  if (flip) {
-    D = v.D2; U = v.U2; R = v.R2; Dn = v.D; Un = v.U; Rn = v.R;
-  }
-  double* E = v.EK + (size_t)72 * n * level + 72 * i;
-  if (refine) cfd_oee_rhs(i, s, n, E, E + 36, R, Rn);
-  else if (cfd_oee_update(i, s, n, D, U, R, Dn, Un, Rn, E, E + 36)) atomicExch(error, CFD_ERR_SINGULAR);
-}
-
-// The block-diagonal system after the last level: factor (first solve) and solve.
-__global__ void cfa_solve_kernel(int n, int flip, int refine, double* work, long stride, int* error) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  double* D = flip ? v.D2 : v.D;
-  double* R = flip ? v.R2 : v.R;
-  if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) {
-    atomicExch(error, CFD_ERR_SINGULAR);
-    return;
-  }
-  cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
-}
-
 // |x| as an integer that orders like the double (x >= 0), for atomicMax
 __device__ __forceinline__ unsigned long long abs_bits(double x) {
   return (unsigned long long)__double_as_longlong(fabs(x));
 }
 
-// qdd from the f-rows; add: a refinement's correction. The last two steps record per instance the
-// correction's size in norms[3b + slot] (slot 0: the step before the last, 1: the last) and the
-// last step qacc's size in norms[3b + 2].
-__global__ void cfa_qdd_kernel(int n, int flip, const double* __restrict__ sigma, double* work,
-                               long stride, double* qacc, int add, unsigned long long* norms,
-                               int slot) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  double x = cfd_cfa_qdd(i, n, v.frow, flip ? v.R2 : v.R, sigma[i]);
-  double* out = qacc + (long)b * n + i;
-  *out = add ? *out + x : x;
-  if (norms) {
-    atomicMax(norms + 3 * b + slot, abs_bits(x));
-    if (slot == 1) atomicMax(norms + 3 * b + 2, abs_bits(*out));
+// max over the warp, then one atomic per warp into the cluster's accumulator
+__device__ __forceinline__ void cluster_max(unsigned long long* acc, double x) {
+  unsigned long long bits = abs_bits(x);
+  for (int o = 16; o > 0; o >>= 1) {
+    unsigned long long other = __shfl_xor_sync(0xffffffffu, bits, o);
+    bits = other > bits ? other : bits;
+  }
+  if ((threadIdx.x & 31) == 0) atomicMax(acc, bits);
+}
+
+// Steps 3-5 of cpu/cfa_cpu.c for the right-hand side in v.taud, by the GT threads of the cluster.
+// refine: a further right-hand side with the stored elimination (multipliers in EK, final factors
+// in D or D2), qdd added to qacc. acc (rank 0's shared accumulators, or NULL): the max of the
+// correction goes to acc[slot], of qacc to acc[2] when slot == 1.
+__device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_views& v, double* qacc,
+                          int refine, unsigned long long* acc, int slot, int gt, int GT, int* error) {
+  cg::cluster_group cl = cg::this_cluster();
+  for (int i = gt; i < n; i += GT) {
+    if (refine) cfd_cfa_rhs_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.R);
+    else cfd_cfa_system_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.D, v.U, v.R, v.frow);
+  }
+  cl.sync();
+  int flip = 0, level = 0;
+  for (int s = 1; s < n; s *= 2, flip ^= 1, level++) {
+    double *D = v.D, *U = v.U, *R = v.R, *Dn = v.D2, *Un = v.U2, *Rn = v.R2;
+    if (flip) {
+      D = v.D2; U = v.U2; R = v.R2; Dn = v.D; Un = v.U; Rn = v.R;
+    }
+    for (int i = gt; i < n; i += GT) {
+      double* E = v.EK + (size_t)72 * n * level + 72 * i;
+      if (refine) cfd_oee_rhs(i, s, n, E, E + 36, R, Rn);
+      else if (cfd_oee_update(i, s, n, D, U, R, Dn, Un, Rn, E, E + 36)) atomicExch(error, CFD_ERR_SINGULAR);
+    }
+    cl.sync();
+  }
+  double* D = flip ? v.D2 : v.D;  // block diagonal now
+  double* R = flip ? v.R2 : v.R;
+  for (int i = gt; i < n; i += GT) {
+    if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) atomicExch(error, CFD_ERR_SINGULAR);
+    else cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
+  }
+  cl.sync();
+  // every thread of a warp takes part in the reductions (x = 0 past the last link)
+  for (int i0 = gt - threadIdx.x % 32; i0 < n; i0 += GT) {
+    int i = i0 + threadIdx.x % 32;
+    double x = 0, total = 0;
+    if (i < n) {
+      x = cfd_cfa_qdd(i, n, v.frow, R, sigma[i]);
+      total = refine ? qacc[i] + x : x;
+      qacc[i] = total;
+    }
+    if (acc && slot >= 0) {
+      cluster_max(acc + slot, x);
+      if (slot == 1) cluster_max(acc + 2, total);
+    }
   }
 }
 
-// refuse instances whose last correction is not small (cpu/cfa_cpu.c, step 6)
-__global__ void cfa_accept_kernel(int B, int have_prev, const unsigned long long* norms, int* error) {
-  int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= B) return;
-  double prev = have_prev ? __longlong_as_double((long long)norms[3 * b]) : INFINITY;
-  double corr = __longlong_as_double((long long)norms[3 * b + 1]);
-  double size = __longlong_as_double((long long)norms[3 * b + 2]);
-  if (!cfd_cfa_converged(corr, prev, size)) atomicExch(error, CFD_ERR_INACCURATE);
+__global__ void __launch_bounds__(CFA_MAX_THREADS)
+cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restrict__ basis,
+           const double* __restrict__ sigma, const double* __restrict__ q,
+           const double* __restrict__ qd, const double* __restrict__ tau,
+           const double* __restrict__ extra, double* qacc, double* idout, double* work,
+           long stride, int steps, int* error) {
+  extern __shared__ double sh[];
+  __shared__ unsigned long long acc[3];  // rank 0's: the cluster's refinement norms
+  cg::cluster_group cl = cg::this_cluster();
+  int CL = (int)cl.num_blocks(), n = c.n;
+  int gt = (int)cl.block_rank() * blockDim.x + threadIdx.x, GT = CL * blockDim.x;
+  long b = blockIdx.x / CL;
+  const double* qb = q + b * n;
+  const double* qdb = qd + b * n;
+  const double* tb = tau + b * n;
+  const double* eb = extra ? extra + b * n : NULL;
+  double* out = qacc + b * n;
+  double* id = idout + b * n;
+  double* w = work + b * stride;
+  cfa_views v = cfa_views_of(w, n);
+  if (threadIdx.x < 3) acc[threadIdx.x] = 0;
+  unsigned long long* acc0 = cl.map_shared_rank(acc, 0);
+
+  // 1. tau_d = tau - bias
+  id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
+  cl.sync();
+  // 2. per-link blocks of P^T K P from the ID's local poses
+  const double* lp = w;
+  for (int i = gt; i < n; i += GT) {
+    double G[36];
+    if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
+    cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
+                       basis + 36 * i, v.D0 + 36 * i);
+    if (i + 1 < n) {
+      cfd_ad_inv_mat(lp + 12 * (i + 1), lp + 12 * (i + 1) + 9, G);
+      cfd_cfa_upper_block(jinv + 36 * i, G, basis + 36 * i, basis + 36 * (i + 1), v.U0 + 36 * i);
+    }
+    v.taud[i] = tb[i] - id[i];
+    v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
+  }
+  cl.sync();
+  cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error);
+  // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination
+  for (int step = 0; step < steps; step++) {
+    cl.sync();
+    id_chain(c, qb, qdb, out, id, w, sh, gt, GT);
+    cl.sync();
+    for (int i = gt; i < n; i += GT) v.taud[i] = tb[i] - id[i] - v.dj[i] * out[i];
+    cl.sync();
+    int slot = step == steps - 1 ? 1 : step == steps - 2 ? 0 : -1;
+    cfa_solve(n, sigma, v, out, 1, acc0, slot, gt, GT, error);
+  }
+  if (steps > 0) {  // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
+    cl.sync();
+    if (gt == 0) {
+      double prev = steps > 1 ? __longlong_as_double((long long)acc[0]) : INFINITY;
+      double corr = __longlong_as_double((long long)acc[1]);
+      double size = __longlong_as_double((long long)acc[2]);
+      if (!cfd_cfa_converged(corr, prev, size)) atomicExch(error, CFD_ERR_INACCURATE);
+    }
+  }
+  cl.sync();  // no block leaves while another may still update rank 0's accumulators
 }
 
-// tau_d of a refinement step: the residual, from the [B][n] array into each instance's view
-__global__ void cfa_taud_kernel(int n, const double* __restrict__ r, double* work, long stride) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views_of(work + (long)b * stride, n).taud[i] = r[(long)b * n + i];
-}
-
-// the refinement's right-hand side from the residual (already in taud)
-__global__ void cfa_rhs_row_kernel(int n, const double* __restrict__ sigma, double* work, long stride) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
-  if (i >= n) return;
-  cfa_views v = cfa_views_of(work + (long)b * stride, n);
-  cfd_cfa_rhs_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.R);
-}
-
-// steps 3-5 of cpu/cfa_cpu.c; refine: a further right-hand side with the stored elimination
-static void cfa_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
-                      unsigned long long* norms, int slot) {
-  int n = g->n;
-  int* error = g->info + g->capacity;
-  dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
-  if (refine) cfa_rhs_row_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
-  else cfa_system_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->sigma, g->work, stride);
-  int flip = 0, level = 0;
-  for (int s = 1; s < n; s *= 2, flip ^= 1, level++)
-    cfa_oee_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, s, level, flip, refine,
-                                                        g->work, stride, error);
-  cfa_solve_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, refine, g->work, stride, error);
-  cfa_qdd_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, flip, g->sigma, g->work, stride, qacc,
-                                                      refine, norms, slot);
+// Threads per block and blocks per cluster: about one link per thread, up to 16 SMs per chain
+// (chosen by the Fig. 2 measurements, bench/results); the knobs above override them.
+static void cfa_layout(int n, int* T, int* CL) {
+  int t = 32;
+  while (t < n && t < 64) t *= 2;
+  if (n > 16 * 64) {  // more than 16 blocks of 64: widen the blocks instead
+    while (t < CFA_MAX_THREADS && 16 * t < n) t *= 2;
+  }
+  int cl = (n + t - 1) / t;
+  *T = cfd_gpu_cfa_threads ? cfd_gpu_cfa_threads : t;
+  *CL = cfd_gpu_cfa_cluster ? cfd_gpu_cfa_cluster : (cl < CFD_MAX_CLUSTER ? cl : CFD_MAX_CLUSTER);
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc) {
-  int n = g->n;
-  long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_CFA, n);
-  cudaError_t e = cfd_gpu_launch_id(g, B, q, qd, NULL, g->bias, g->work, stride);
-  if (e) return e;
-  dim3 grid((n + CFA_THREADS - 1) / CFA_THREADS, B);
-  cfa_blocks_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(g->chain, g->jinv, g->basis, tau, extra,
-                                                         g->bias, g->work, stride);
-  cfa_solve(g, B, stride, qacc, 0, NULL, 0);
-  // the last two steps' correction sizes, per instance, in the (otherwise unused) pointer array
-  unsigned long long* norms = (unsigned long long*)g->ptrs;
-  int steps = cfd_cfa_refine_steps;
-  if (steps > 0) cudaMemsetAsync(norms, 0, sizeof(unsigned long long) * 3 * B, g->stream);
-  for (int step = 0; step < cfd_cfa_refine_steps; step++) {  // step 6 of cpu/cfa_cpu.c
-    e = cfd_gpu_launch_id(g, B, q, qd, qacc, g->bias, g->work, stride);
+  int n = g->n, T, CL;
+  cfa_layout(n, &T, &CL);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.blockDim = dim3(T);
+  cfg.dynamicSmemBytes = sizeof(double) * ID_SHARED_DOUBLES(T);
+  cfg.stream = g->stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  if (g->cfa_threads != T || g->cfa_asked != CL) {  // once per layout: what the device schedules
+    cudaError_t e = cudaFuncSetAttribute(cfa_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e) return e;
-    e = cfd_gpu_launch_residual(g, B, tau, extra, g->bias, qacc, g->resid);
-    if (e) return e;
-    cfa_taud_kernel<<<grid, CFA_THREADS, 0, g->stream>>>(n, g->resid, g->work, stride);
-    int slot = step == steps - 1 ? 1 : step == steps - 2 ? 0 : -1;
-    cfa_solve(g, B, stride, qacc, 1, slot >= 0 ? norms : NULL, slot);
-    if (slot == 1)
-      cfa_accept_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(B, steps > 1, norms,
-                                                                g->info + g->capacity);
+    g->cfa_asked = CL;
+    for (;; CL = (CL + 1) / 2) {  // 16 blocks need a whole GPC free
+      attr[0].val.clusterDim.x = CL;
+      cfg.gridDim = dim3(CL);
+      int clusters = 0;
+      e = cudaOccupancyMaxActiveClusters(&clusters, cfa_kernel, &cfg);
+      if (CL == 1 || (e == cudaSuccess && clusters > 0)) break;
+      cudaGetLastError();
+    }
+    g->cfa_threads = T;
+    g->cfa_cluster = CL;
   }
-  return cudaGetLastError();
+  CL = g->cfa_cluster;
+  attr[0].val.clusterDim.x = CL;
+  cfg.gridDim = dim3((unsigned)(CL * (long)B));
+  long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_CFA, n);
+  return cudaLaunchKernelEx(&cfg, cfa_kernel, g->chain, (const double*)g->jinv,
+                            (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
+                            qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
+                            g->info + g->capacity);
 }

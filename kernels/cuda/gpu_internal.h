@@ -18,6 +18,7 @@ struct cfd_gpu {
   double* jinv;        // n x 36: J_i^-1 (CFA)
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
   double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
+  int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
   int capacity;        // instances the scratch below holds (one launch chunk)
   int staged;          // instances the host-staging vectors hold
   double *q, *qd, *tau, *extra, *qacc;  // [B][n] staging for host arrays

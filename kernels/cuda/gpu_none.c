@@ -3,6 +3,9 @@
 
 #include "chainfd_batch.h"
 
+int cfd_gpu_cfa_threads = 0;
+int cfd_gpu_cfa_cluster = 0;
+
 int cfd_gpu_device_count(void) { return 0; }
 int cfd_gpu_device_name(int device, char* buf, int size) { return 1; }
 size_t cfd_gpu_device_memory(int device) { return 0; }

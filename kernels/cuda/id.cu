@@ -1,142 +1,23 @@
-// Inverse dynamics as scans (paper 001, section III), one thread block per instance. In the
-// world frame the recursions of cpu/id_cpu.c become sums:
-//   T_i  = T_{i-1} f_{i-1,i}(q_i)              a scan under SE(3) composition
-//   S^w_i = Ad_{T_i} S_i
-//   V_i  = sum_{k<=i} S^w_k qd_k                a prefix sum
-//   a_i  = -g + sum_{k<=i} (ad_{V_k} S^w_k qd_k + S^w_k qdd_k)   a prefix sum (qdd = 0: the bias)
-//   F_i  = sum_{k>=i} (J^w_k a_k - ad*_{V_k} J^w_k V_k)   a suffix sum
-//   tau_i = S^w_i^T F_i
-// Each thread owns a run of consecutive links: it reduces its run serially, the block scans the
-// runs' totals in shared memory (Hillis-Steele), and each thread then sweeps its run again.
-#include "cfd_math.h"
-#include "block_scan.cuh"
+// Inverse dynamics as scans (paper 001, section III; the scans are in id_scan.cuh, shared with the
+// fused CFA kernel), one thread block per instance.
+#include "id_scan.cuh"
 #include "gpu_internal.h"
 
 #define ID_MAX_THREADS 256
 
 __global__ void id_kernel(cfd_chain c, const double* __restrict__ q, const double* __restrict__ qd,
                           const double* __restrict__ qdd, double* __restrict__ tau_out,
-                               double* __restrict__ work, long work_stride) {
+                          double* __restrict__ work, long work_stride) {
   extern __shared__ double sh[];
-  int n = c.n, b = blockIdx.x, t = threadIdx.x, T = blockDim.x;
-  int L = (n + T - 1) / T, i0 = min(n, t * L), i1 = min(n, i0 + L);
-  const double* qb = q + (long)b * n;
-  const double* qdb = qd + (long)b * n;
-  double* w = work + (long)b * work_stride;
-  double* lp = w;             // local poses
-  double* wp = lp + 12 * n;   // world poses
-  double* Sw = wp + 12 * n;   // world screws
-  double* V = Sw + 6 * n;     // world velocities
-  double* A = V + 6 * n;      // world accelerations
-
-  // poses: local ones, the run's composition, then the scan
-  double agg[12];
-  pose_identity(agg);
-  for (int i = i0; i < i1; i++) {
-    double Re[9], pe[3], Rl[9], pl[3];
-    cfd_screw_exp(c.screw + 6 * i, qb[i], Re, pe);
-    cfd_se3_mul(c.home_R + 9 * i, c.home_p + 3 * i, Re, pe, Rl, pl);
-    for (int k = 0; k < 9; k++) lp[12 * i + k] = Rl[k];
-    for (int k = 0; k < 3; k++) lp[12 * i + 9 + k] = pl[k];
-    double tmp[12];
-    pose_compose(agg, lp + 12 * i, tmp);
-    for (int k = 0; k < 12; k++) agg[k] = tmp[k];
-  }
-  for (int k = 0; k < 12; k++) sh[12 * t + k] = agg[k];
-  __syncthreads();
-  block_scan_poses(sh);
-  double Wt[12];
-  if (t > 0) for (int k = 0; k < 12; k++) Wt[k] = sh[12 * (t - 1) + k];
-  else pose_identity(Wt);
-  __syncthreads();
-
-  // world poses and screws; velocity contributions S^w qd
-  double vsum[6] = {0, 0, 0, 0, 0, 0};
-  for (int i = i0; i < i1; i++) {
-    double tmp[12];
-    pose_compose(Wt, lp + 12 * i, tmp);
-    for (int k = 0; k < 12; k++) Wt[k] = wp[12 * i + k] = tmp[k];
-    const double* S = c.screw + 6 * i;
-    double s[6], pxw[3];
-    cfd_rot(Wt, S, s);          // Ad_T S = [R w; R v + p x R w]
-    cfd_rot(Wt, S + 3, s + 3);
-    cfd_cross(Wt + 9, s, pxw);
-    for (int k = 0; k < 3; k++) s[3 + k] += pxw[k];
-    for (int k = 0; k < 6; k++) {
-      Sw[6 * i + k] = s[k];
-      vsum[k] += s[k] * qdb[i];
-    }
-  }
-  for (int k = 0; k < 6; k++) sh[6 * t + k] = vsum[k];
-  __syncthreads();
-  block_scan_sum(sh, 6, false);
-  double Vr[6];
-  for (int k = 0; k < 6; k++) Vr[k] = t > 0 ? sh[6 * (t - 1) + k] : 0;
-  __syncthreads();
-
-  // velocities; acceleration contributions ad_V S^w qd
-  double asum[6] = {0, 0, 0, 0, 0, 0};
-  for (int i = i0; i < i1; i++) {
-    double sq[6], ca[6];
-    for (int k = 0; k < 6; k++) {
-      sq[k] = Sw[6 * i + k] * qdb[i];
-      Vr[k] += sq[k];
-      V[6 * i + k] = Vr[k];
-    }
-    cfd_ad(Vr, sq, ca);
-    if (qdd)
-      for (int k = 0; k < 6; k++) ca[k] += Sw[6 * i + k] * qdd[(long)b * n + i];
-    for (int k = 0; k < 6; k++) {
-      A[6 * i + k] = ca[k];
-      asum[k] += ca[k];
-    }
-  }
-  for (int k = 0; k < 6; k++) sh[6 * t + k] = asum[k];
-  __syncthreads();
-  block_scan_sum(sh, 6, false);
-  double Ar[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
-  if (t > 0) for (int k = 0; k < 6; k++) Ar[k] += sh[6 * (t - 1) + k];
-  __syncthreads();
-
-  // accelerations; each link's own wrench, summed from the tip
-  double fsum[6] = {0, 0, 0, 0, 0, 0};
-  for (int i = i0; i < i1; i++) {
-    for (int k = 0; k < 6; k++) {
-      Ar[k] += A[6 * i + k];
-      A[6 * i + k] = Ar[k];
-    }
-    // J^w x = Ad_{T^-1}^T J Ad_{T^-1} x
-    const double* Ti = wp + 12 * i;
-    const double* Vi = V + 6 * i;
-    double xl[6], Jx[6], JVw[6], Jaw[6], gyro[6];
-    cfd_twist_to_child(Ti, Ti + 9, Vi, xl);
-    cfd_mat6_vec(c.inertia + 36 * i, xl, Jx);
-    cfd_wrench_to_parent(Ti, Ti + 9, Jx, JVw);
-    cfd_twist_to_child(Ti, Ti + 9, Ar, xl);
-    cfd_mat6_vec(c.inertia + 36 * i, xl, Jx);
-    cfd_wrench_to_parent(Ti, Ti + 9, Jx, Jaw);
-    cfd_neg_adstar(Vi, JVw, gyro);
-    for (int k = 0; k < 6; k++) {
-      double f = Jaw[k] + gyro[k];
-      A[6 * i + k] = f;  // A now holds the link's own wrench
-      fsum[k] += f;
-    }
-  }
-  for (int k = 0; k < 6; k++) sh[6 * t + k] = fsum[k];
-  __syncthreads();
-  block_scan_sum(sh, 6, true);
-  double Fr[6];
-  for (int k = 0; k < 6; k++) Fr[k] = t + 1 < T ? sh[6 * (t + 1) + k] : 0;
-  for (int i = i1 - 1; i >= i0; i--) {
-    for (int k = 0; k < 6; k++) Fr[k] += A[6 * i + k];
-    tau_out[(long)b * n + i] = cfd_dot6(Sw + 6 * i, Fr);
-  }
+  long b = blockIdx.x, n = c.n;
+  id_chain(c, q + b * n, qd + b * n, qdd ? qdd + b * n : NULL, tau_out + b * n,
+           work + b * work_stride, sh, threadIdx.x, blockDim.x);
 }
 
 cudaError_t cfd_gpu_launch_id(cfd_gpu* g, int B, const double* q, const double* qd,
                               const double* qdd, double* tau, double* work, long work_stride) {
   int T = cfd_pow2_threads(g->n, ID_MAX_THREADS);
-  size_t shmem = sizeof(double) * 12 * T;
+  size_t shmem = sizeof(double) * ID_SHARED_DOUBLES(T);
   id_kernel<<<B, T, shmem, g->stream>>>(g->chain, q, qd, qdd, tau, work, work_stride);
   return cudaGetLastError();
 }
