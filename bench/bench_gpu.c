@@ -460,12 +460,12 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   chainfd_rollout* r;
   if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
   printf("\n== rollouts: %s (n = %d, nu = %d), env-steps per second ==\n", label, n, nu);
-  printf("%7s %5s %14s %14s %14s %14s %10s\n", "B", "H", "MuJoCo all", "GPU resident", "GPU end-to-end",
-         "e2e ms", "vs MuJoCo");
+  printf("%7s %5s %14s %14s %14s %10s %14s %10s %10s\n", "B", "H", "MuJoCo all", "GPU resident",
+         "1 thread/inst", "e2e ms", "pinned e2e", "pinned ms", "vs MuJoCo");
   mjData* datas[256];
   for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
-  int Hs[2] = {32, 128};
-  for (int hi = 0; hi < 2; hi++) {
+  int Hs[3] = {32, 64, 128};
+  for (int hi = 0; hi < 3; hi++) {
     int H = Hs[hi];
     // the inputs: POOL random starts and control sequences, repeated across the batch
     double* pool_init = malloc(sizeof(double) * POOL * nx);
@@ -502,9 +502,17 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
       cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
       cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
-      double res[7], e2e[7];
+      double res[7], e2e[7], pin[7], one[7];
+      // end to end from page-locked host memory too (what a caller gets with cudaMallocHost)
+      double *pinit = NULL, *pctrl = NULL, *pout = NULL;
+      cudaMallocHost((void**)&pinit, sizeof(double) * (size_t)B * nx);
+      cudaMallocHost((void**)&pctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+      cudaMallocHost((void**)&pout, sizeof(double) * (size_t)B * (H + 1) * nx);
+      memcpy(pinit, init, sizeof(double) * (size_t)B * nx);
+      memcpy(pctrl, ctrl, sizeof(double) * (size_t)B * H * nu);
       int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err) &&
                !chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
+      int small = n <= 16;  // the lanes kernel's range: time one thread per instance beside it
       for (int rep = 0; ok && rep < 7; rep++) {
         double a = now();
         chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
@@ -512,19 +520,34 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         a = now();
         chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
         e2e[rep] = now() - a;
+        a = now();
+        chainfd_rollout_run(r, B, H, pinit, 0, pctrl, pout, 0, CFD_HOST, err, sizeof err);
+        pin[rep] = now() - a;
+        one[rep] = 0;
+        if (small) {
+          cfd_gpu_rollout_lanes = 0;
+          a = now();
+          chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+          one[rep] = now() - a;
+          cfd_gpu_rollout_lanes = 1;
+        }
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
       else {
-        double tr = median(res, 7), te = median(e2e, 7), steps = (double)B * H;
+        double tr = median(res, 7), te = median(e2e, 7), tp = median(pin, 7), to = median(one, 7);
+        double steps = (double)B * H;
         double mj_time = B < cores ? H * (double)cores / mj_rate : steps / mj_rate;  // per batch
-        printf("%7d %5d %14.3g %14.3g %14.3g %14.3f %9.0fx\n", B, H, mj_rate, steps / tr, steps / te,
-               te * 1e3, mj_time / tr);
+        printf("%7d %5d %14.3g %14.3g %14.3g %10.3f %14.3g %10.3f %9.0fx\n", B, H, mj_rate,
+               steps / tr, to > 0 ? steps / to : 0, te * 1e3, steps / tp, tp * 1e3, mj_time / tr);
         char fig[32];  // us_per_batch is per rollout batch of B x H env-steps
         snprintf(fig, sizeof fig, "rollout_H%d", H);
         emit(fig, spec, n, B, "mujoco.allcores.mj_step", mj_time * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.resident", tr * 1e6, chainfd_rollout_last_kernel_ms(r) * 1e3, 0);
+        if (to > 0) emit(fig, spec, n, B, "cuda.rollout.resident.thread_per_instance", to * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end", te * 1e6, 0, 0);
+        emit(fig, spec, n, B, "cuda.rollout.end_to_end.pinned", tp * 1e6, 0, 0);
       }
+      cudaFreeHost(pinit); cudaFreeHost(pctrl); cudaFreeHost(pout);
       fflush(stdout);
       cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
       free(init); free(ctrl); free(out);

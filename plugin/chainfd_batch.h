@@ -77,6 +77,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
+// Chains up to 16 links in batches up to 8192 roll out with a group of 8 lanes per instance (1,
+// the default) or one thread per instance (0); the benchmark measures both.
+extern int cfd_gpu_rollout_lanes;
 
 #ifdef __cplusplus
 }

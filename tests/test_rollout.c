@@ -117,6 +117,15 @@ int main(int argc, char** argv) {
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64, 0);
     gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
                     mjINT_IMPLICITFAST, 300, 32, 0);
+    // up to 16 links: a group of lanes per instance (B = 37 leaves idle groups in the last
+    // block), then the same batch with one thread per instance
+    const char* small = "chain:12,random=1,seed=5,damping=0.2,armature=0.02,stiffness=0.5,actuators=1";
+    for (int lanes = 1; lanes >= 0; lanes--) {
+      cfd_gpu_rollout_lanes = lanes;
+      gpu_against_cpu(small, mjINT_IMPLICITFAST, 37, 40, 0);
+      gpu_against_cpu(small, mjINT_EULER, 5, 40, 0);
+    }
+    cfd_gpu_rollout_lanes = 1;
     // the batch split across every visible device (one here, or several on a multi-GPU host)
     printf("CUDA devices: %d\n", cfd_gpu_device_count());
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 64, CHAINFD_ALL_GPUS);
