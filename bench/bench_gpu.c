@@ -353,8 +353,8 @@ static void fig2(int max_n, double budget) {
 // threads per block x blocks per cluster, with and without iterative refinement, beside
 // mj_forward. n = 1023 is the longest chain MuJoCo 4.0 compiles; longer ones are tiled.
 static void cfa_layouts(int max_n, double budget) {
-  static const int layouts[][2] = {{0, 0}, {64, 1}, {64, 4}, {64, 8}, {64, 16}, {32, 16},
-                                   {128, 8}, {128, 16}, {256, 16}};
+  static const int layouts[][2] = {{0, 0}, {128, 1}, {128, 4}, {128, 16}, {256, 8}, {256, 16},
+                                   {384, 8}, {384, 16}};
   static const int sizes[] = {64, 200, 256, 1023, 1024, 4096, 16384};
   int nlayout = sizeof layouts / sizeof layouts[0];
   printf("\n== CFA, one chain (B = 1): us per forward dynamics by launch layout "
@@ -376,8 +376,20 @@ static void cfa_layouts(int max_n, double budget) {
         if (!refine) cfd_cfa_refine_steps = 0;
         cfd_gpu_cfa_threads = layouts[l][0];
         cfd_gpu_cfa_cluster = layouts[l][1];
+        cfd_gpu_cfa_profile = l == 0 && refine;
         gpu_meas gm = gpu_time(&s, CFD_GPU_CFA, 1, budget);
+        cfd_gpu_cfa_profile = 0;
         cfd_cfa_refine_steps = saved;
+        if (gm.ok && l == 0 && refine) {  // where the time goes, phase by phase (last launch)
+          static const char* names[] = {"ID", "blocks", "rhs", "levels", "solve", "qdd"};
+          static const char* again[] = {"ID", "rhs", "levels", "solve", "qdd"};
+          double ph[64];
+          int np = cfd_gpu_cfa_phases(ph, 64);
+          printf("  phases (us):");
+          for (int k = 0; k < np; k++)
+            printf(" %s%s %.1f", k == 6 ? "| refine: " : "", k < 6 ? names[k] : again[(k - 6) % 5], ph[k]);
+          printf("\n");
+        }
         if (!gm.ok) continue;
         char who[96];
         snprintf(who, sizeof who, "cuda.cfa[%dx%d%s]", layouts[l][0], layouts[l][1],

@@ -68,8 +68,9 @@ CFD_HD int cfd_inertia_inverse(const double J[36], double Jinv[36]) {
 }
 
 // The diagonal block P_i^T K_ii P_i of link i. Jinv_prev / G_i are ignored for i = 0 (pass NULL).
-CFD_HD void cfd_cfa_diag_block(const double Jinv[36], const double* Jinv_prev, const double* G,
-                               const double P[36], double Dblk[36]) {
+CFD_HD void cfd_cfa_diag_block(const double* CFD_RESTRICT Jinv, const double* CFD_RESTRICT Jinv_prev,
+                               const double* CFD_RESTRICT G, const double* CFD_RESTRICT P,
+                               double* CFD_RESTRICT Dblk) {
   double K[36], T[36], T2[36];
   for (int k = 0; k < 36; k++) K[k] = Jinv[k];
   if (Jinv_prev) {
@@ -82,8 +83,9 @@ CFD_HD void cfd_cfa_diag_block(const double Jinv[36], const double* Jinv_prev, c
 }
 
 // The upper block P_i^T K_{i,i+1} P_{i+1} = -P_i^T J_i^-1 G_{i+1}^T P_{i+1}.
-CFD_HD void cfd_cfa_upper_block(const double Jinv[36], const double G_next[36], const double P[36],
-                                const double P_next[36], double Ublk[36]) {
+CFD_HD void cfd_cfa_upper_block(const double* CFD_RESTRICT Jinv, const double* CFD_RESTRICT G_next,
+                                const double* CFD_RESTRICT P, const double* CFD_RESTRICT P_next,
+                                double* CFD_RESTRICT Ublk) {
   double T[36], T2[36];
   cfd_mat6_mul(G_next, 1, P_next, 0, T);  // G^T P_{i+1}
   cfd_mat6_mul(Jinv, 0, T, 0, T2);
@@ -91,94 +93,121 @@ CFD_HD void cfd_cfa_upper_block(const double Jinv[36], const double G_next[36], 
   for (int k = 0; k < 36; k++) Ublk[k] = -T[k];
 }
 
-// One equation's update in one level of odd-even elimination (paper 000 eq. 19, Algorithm 2).
-// Equation i couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i. Reads this level's
-// D, U, R and writes equation i of the next level (stride 2s) into Dn, Un, Rn. The symmetric
-// solves with D_{i+-s} use their Cholesky factors, which each equation forms itself (two 6x6
-// factorisations: cheaper on a GPU than a separate pass). The multipliers E_i^T and K_i^T go to
-// Eo and Ko (36 each, zero where absent) so that further right-hand sides (iterative refinement)
-// need only cfd_oee_rhs.
+// One level of odd-even elimination (paper 000 eq. 19, Algorithm 2), row by row. Equation i
+// couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i; with the multipliers
+//   E_i = U_i D_{i+s}^-1,   K_i = U_{i-s}^T D_{i-s}^-1
+// the next level (stride 2s) is D_i' = D_i - E_i U_i^T - K_i U_{i-s}, R_i' = R_i - E_i R_{i+s} -
+// K_i R_{i-s}, U_i' = -E_i U_{i+s}. Row c of all of them needs only row c of E_i and K_i, one
+// symmetric solve each (D_{i+s} e = (row c of U_i)^T, D_{i-s} k = column c of U_{i-s}), so the six
+// rows are independent: the CPU runs them in turn, the GPU on six threads.
+
+// The Cholesky factor of D_j into L (36), for the solves with it. Returns nonzero when singular.
+CFD_HD int cfd_oee_factor(const double* D, int j, double L[36]) {
+  for (int k = 0; k < 36; k++) L[k] = D[36 * j + k];
+  return cfd_chol_factor(L, 6, 6);
+}
+
+// Row c of one equation's update from its blocks: Drow = row c of D_i, r = R_i[c]; Lnext, Ui, Rs:
+// the factor of D_{i+s}, U_i and R_{i+s} (Lnext NULL when i+s >= n); Lprev, Um, Rm: those of
+// D_{i-s}, U_{i-s}, R_{i-s} (Lprev NULL when i < s); Up = U_{i+s} (NULL when i+2s >= n). Writes
+// row c of D_i', U_i', R_i'[c], and column c of E_i^T and K_i^T into Eo and Ko (zero where absent).
+// The blocks may sit anywhere (the GPU stages them in shared memory).
+CFD_HD void cfd_oee_row_blocks(int c, const double* CFD_RESTRICT Drow, double r,
+                               const double* CFD_RESTRICT Lnext, const double* CFD_RESTRICT Ui,
+                               const double* CFD_RESTRICT Rs, const double* CFD_RESTRICT Lprev,
+                               const double* CFD_RESTRICT Um, const double* CFD_RESTRICT Rm,
+                               const double* CFD_RESTRICT Up, double* CFD_RESTRICT Dn_row,
+                               double* CFD_RESTRICT Rn_c, double* CFD_RESTRICT Un_row,
+                               double* CFD_RESTRICT Eo, double* CFD_RESTRICT Ko) {
+  double row[6], e[6], k[6];
+  for (int m = 0; m < 6; m++) row[m] = Drow[m], e[m] = k[m] = 0;
+  if (Lnext) {  // row c of E_i; row c of E_i U_i^T and E_i R_{i+s}
+    for (int m = 0; m < 6; m++) e[m] = Ui[6 * c + m];
+    cfd_chol_solve(Lnext, 6, 6, e, 1, 1);
+    for (int m = 0; m < 6; m++) {
+      double t = 0;
+      for (int j = 0; j < 6; j++) t += e[j] * Ui[6 * m + j];
+      row[m] -= t;
+    }
+    double t = 0;
+    for (int j = 0; j < 6; j++) t += e[j] * Rs[j];
+    r -= t;
+  }
+  if (Lprev) {  // row c of K_i; row c of K_i U_{i-s} and K_i R_{i-s}
+    for (int m = 0; m < 6; m++) k[m] = Um[6 * m + c];
+    cfd_chol_solve(Lprev, 6, 6, k, 1, 1);
+    for (int m = 0; m < 6; m++) {
+      double t = 0;
+      for (int j = 0; j < 6; j++) t += k[j] * Um[6 * j + m];
+      row[m] -= t;
+    }
+    double t = 0;
+    for (int j = 0; j < 6; j++) t += k[j] * Rm[j];
+    r -= t;
+  }
+  for (int m = 0; m < 6; m++) {
+    Dn_row[m] = row[m];
+    Eo[6 * m + c] = e[m];
+    Ko[6 * m + c] = k[m];
+  }
+  *Rn_c = r;
+  for (int m = 0; m < 6; m++) {  // U_i' = -E_i U_{i+s}: the new coupling to x_{i+2s}
+    double t = 0;
+    if (Up)
+      for (int j = 0; j < 6; j++) t += e[j] * Up[6 * j + m];
+    Un_row[m] = -t;
+  }
+}
+
+// Row c of equation i's update at stride s, reading this level's D, U, R and writing the next
+// level's Dn, Un, Rn. Lnext, Lprev: the factors of D_{i+s} and D_{i-s} (cfd_oee_factor; unused
+// where the neighbour is absent).
+CFD_HD void cfd_oee_row(int i, int s, int n, int c, const double* Lnext, const double* Lprev,
+                        const double* D, const double* U, const double* R, double* Dn, double* Un,
+                        double* Rn, double* Eo, double* Ko) {
+  int next = i + s < n, prev = i - s >= 0;
+  cfd_oee_row_blocks(c, D + 36 * i + 6 * c, R[6 * i + c], next ? Lnext : NULL, U + 36 * i,
+                     next ? R + 6 * (i + s) : NULL, prev ? Lprev : NULL,
+                     prev ? U + 36 * (i - s) : NULL, prev ? R + 6 * (i - s) : NULL,
+                     i + 2 * s < n ? U + 36 * (i + s) : NULL, Dn + 36 * i + 6 * c, Rn + 6 * i + c,
+                     Un + 36 * i + 6 * c, Eo, Ko);
+}
+
+// Equation i's update, all six rows (the CPU reference). Returns nonzero when a neighbour's D is
+// singular.
 CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U, const double* R,
                           double* Dn, double* Un, double* Rn, double* Eo, double* Ko) {
-  double Di[36], Ri[6], Et[36], Kt[36], L[36];
-  for (int k = 0; k < 36; k++) Et[k] = Kt[k] = 0;
-  for (int k = 0; k < 36; k++) Di[k] = D[36 * i + k];
-  for (int k = 0; k < 6; k++) Ri[k] = R[6 * i + k];
-  if (i + s < n) {  // E_i = U_i D_{i+s}^-1: solve D_{i+s} E_i^T = U_i^T
-    const double* Ui = U + 36 * i;
-    for (int k = 0; k < 36; k++) L[k] = D[36 * (i + s) + k];
-    if (cfd_chol_factor(L, 6, 6)) return 1;
-    for (int r = 0; r < 6; r++)
-      for (int c = 0; c < 6; c++) Et[6 * r + c] = Ui[6 * c + r];
-    cfd_chol_solve(L, 6, 6, Et, 6, 6);
-    const double* Rs = R + 6 * (i + s);
-    for (int r = 0; r < 6; r++) {
-      for (int c = 0; c < 6; c++) {
-        double e = 0;  // (E_i U_i^T)_{rc}
-        for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Ui[6 * c + k];
-        Di[6 * r + c] -= e;
-      }
-      double e = 0;
-      for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Rs[k];
-      Ri[r] -= e;
-    }
-  }
-  if (i - s >= 0) {  // K_i = U_{i-s}^T D_{i-s}^-1: solve D_{i-s} K_i^T = U_{i-s}
-    const double* Um = U + 36 * (i - s);
-    for (int k = 0; k < 36; k++) L[k] = D[36 * (i - s) + k];
-    if (cfd_chol_factor(L, 6, 6)) return 1;
-    for (int k = 0; k < 36; k++) Kt[k] = Um[k];
-    cfd_chol_solve(L, 6, 6, Kt, 6, 6);
-    const double* Rm = R + 6 * (i - s);
-    for (int r = 0; r < 6; r++) {
-      for (int c = 0; c < 6; c++) {
-        double e = 0;  // (K_i U_{i-s})_{rc}
-        for (int k = 0; k < 6; k++) e += Kt[6 * k + r] * Um[6 * k + c];
-        Di[6 * r + c] -= e;
-      }
-      double e = 0;
-      for (int k = 0; k < 6; k++) e += Kt[6 * k + r] * Rm[k];
-      Ri[r] -= e;
-    }
-  }
-  for (int k = 0; k < 36; k++) {
-    Dn[36 * i + k] = Di[k];
-    Eo[k] = Et[k];
-    Ko[k] = Kt[k];
-  }
-  for (int k = 0; k < 6; k++) Rn[6 * i + k] = Ri[k];
-  if (i + 2 * s < n) {  // U_i' = -E_i U_{i+s}: the new coupling to x_{i+2s}
-    const double* Up = U + 36 * (i + s);
-    for (int r = 0; r < 6; r++)
-      for (int c = 0; c < 6; c++) {
-        double e = 0;
-        for (int k = 0; k < 6; k++) e += Et[6 * k + r] * Up[6 * k + c];
-        Un[36 * i + 6 * r + c] = -e;
-      }
-  } else {
-    for (int k = 0; k < 36; k++) Un[36 * i + k] = 0;
-  }
+  double Lnext[36], Lprev[36];
+  if (i + s < n && cfd_oee_factor(D, i + s, Lnext)) return 1;
+  if (i - s >= 0 && cfd_oee_factor(D, i - s, Lprev)) return 1;
+  for (int c = 0; c < 6; c++) cfd_oee_row(i, s, n, c, Lnext, Lprev, D, U, R, Dn, Un, Rn, Eo, Ko);
   return 0;
 }
 
-// The same level for a right-hand side alone, with the multipliers cfd_oee_update stored:
+// Row c of the same level for a right-hand side alone, with the multipliers stored:
 //   R'_i = R_i - E_i R_{i+s} - K_i R_{i-s}
+CFD_HD void cfd_oee_rhs_row(int i, int s, int n, int c, const double* CFD_RESTRICT Et,
+                            const double* CFD_RESTRICT Kt, const double* CFD_RESTRICT R,
+                            double* CFD_RESTRICT Rn) {
+  double e = R[6 * i + c];
+  if (i + s < n)
+    for (int k = 0; k < 6; k++) e -= Et[6 * k + c] * R[6 * (i + s) + k];
+  if (i - s >= 0)
+    for (int k = 0; k < 6; k++) e -= Kt[6 * k + c] * R[6 * (i - s) + k];
+  Rn[6 * i + c] = e;
+}
+
 CFD_HD void cfd_oee_rhs(int i, int s, int n, const double* Et, const double* Kt, const double* R,
                         double* Rn) {
-  for (int r = 0; r < 6; r++) {
-    double e = R[6 * i + r];
-    if (i + s < n)
-      for (int k = 0; k < 6; k++) e -= Et[6 * k + r] * R[6 * (i + s) + k];
-    if (i - s >= 0)
-      for (int k = 0; k < 6; k++) e -= Kt[6 * k + r] * R[6 * (i - s) + k];
-    Rn[6 * i + r] = e;
-  }
+  for (int c = 0; c < 6; c++) cfd_oee_rhs_row(i, s, n, c, Et, Kt, R, Rn);
 }
 
 // The right-hand side of equation i alone (as cfd_cfa_system_row computes it), for a further
 // tau_d with the same blocks.
-CFD_HD void cfd_cfa_rhs_row(int i, int n, const double* D0, const double* U0, const double* dj,
-                            const double* sigma, const double* taud, double* R) {
+CFD_HD void cfd_cfa_rhs_row(int i, int n, const double* CFD_RESTRICT D0,
+                            const double* CFD_RESTRICT U0, const double* CFD_RESTRICT dj,
+                            const double* CFD_RESTRICT sigma, const double* CFD_RESTRICT taud,
+                            double* CFD_RESTRICT R) {
   int known_prev = i > 0 && !(dj[i - 1] > 0), known = !(dj[i] > 0);
   int known_next = i + 1 < n && !(dj[i + 1] > 0);
   double f_prev = known_prev ? taud[i - 1] / sigma[i - 1] : 0;
@@ -198,9 +227,11 @@ CFD_HD void cfd_cfa_rhs_row(int i, int n, const double* D0, const double* U0, co
 // unmodified blocks D0/U0 of P^T K P and writing the system the elimination starts from (D, U, R)
 // and the unmodified f-row (frow: couplings to x_{i-1}, x_i, x_{i+1}) that gives qdd afterwards.
 // dj: joint-diagonal terms, sigma = |S| (cfd_cfa_sigma), taud = tau - bias (all n).
-CFD_HD void cfd_cfa_system_row(int i, int n, const double* D0, const double* U0, const double* dj,
-                               const double* sigma, const double* taud, double* D, double* U,
-                               double* R, double* frow) {
+CFD_HD void cfd_cfa_system_row(int i, int n, const double* CFD_RESTRICT D0,
+                               const double* CFD_RESTRICT U0, const double* CFD_RESTRICT dj,
+                               const double* CFD_RESTRICT sigma, const double* CFD_RESTRICT taud,
+                               double* CFD_RESTRICT D, double* CFD_RESTRICT U,
+                               double* CFD_RESTRICT R, double* CFD_RESTRICT frow) {
   double* fr = frow + 18 * i;
   for (int k = 0; k < 6; k++) {
     fr[k] = i ? U0[36 * (i - 1) + 6 * k + 5] : 0;  // column 5 of U_{i-1}

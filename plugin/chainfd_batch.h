@@ -62,6 +62,10 @@ const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
 // chainfd choose; the benchmark sets them to measure the alternatives. Read at each launch.
 extern int cfd_gpu_cfa_threads;
 extern int cfd_gpu_cfa_cluster;
+// Profiling (bench): with cfd_gpu_cfa_profile set, the next CFA launch records the end time of
+// each of its phases for its first instance; cfd_gpu_cfa_phases gives their durations (us).
+extern int cfd_gpu_cfa_profile;
+int cfd_gpu_cfa_phases(double* us, int max);
 
 // Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
 // parameters (kernels/rollout_step.h) live on the device; one thread per instance runs all H steps

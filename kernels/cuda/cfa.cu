@@ -3,8 +3,9 @@
 // thread-block cluster (up to 16 blocks on 16 SMs, CUDA 9.0+ hardware); its threads share the
 // chain's links:
 //   bias by the scan-based ID (id_scan.cuh: runs of links per thread)
-//   -> blocks of P^T K P -> system rows -> ceil(log2 n) levels of odd-even elimination
-//   -> block-diagonal solve -> qdd from the f-rows           (links in turn per thread)
+//   -> blocks of P^T K P -> system rows                       (links in turn per thread)
+//   -> ceil(log2 n) levels of odd-even elimination            (a thread per row of an equation)
+//   -> block-diagonal solve -> qdd from the f-rows             (links in turn per thread)
 //   -> refinement steps: ID with qdd, residual, the stored elimination on the new right-hand side
 // with a cluster barrier between steps (a hardware barrier: far cheaper than a kernel launch per
 // step, which is what a links x instances grid would need). Work stays in global memory; for
@@ -18,7 +19,21 @@
 
 namespace cg = cooperative_groups;
 
-#define CFA_MAX_THREADS 256
+#define CFA_MAX_THREADS 384
+
+int cfd_gpu_cfa_profile = 0;  // bench: record the phases' end times of instance 0
+__device__ unsigned long long cfa_marks[64];
+
+// the GPU's nanosecond clock, read by one thread at the end of each phase when profiling
+__device__ __forceinline__ void cfa_mark(int profile, int gt, int* k) {
+  if (!profile) return;
+  if (gt == 0 && blockIdx.x == 0 && *k < 64) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    cfa_marks[*k] = t;
+  }
+  (*k)++;
+}
 
 int cfd_gpu_cfa_threads = 0;  // tuning knobs (bench): 0 = chosen by cfa_layout
 int cfd_gpu_cfa_cluster = 0;
@@ -61,41 +76,66 @@ __device__ __forceinline__ void cluster_max(unsigned long long* acc, double x) {
   if ((threadIdx.x & 31) == 0) atomicMax(acc, bits);
 }
 
+// The per-link steps deal links round the cluster's blocks (link i to block i mod CL): all SMs
+// share them, where the ID's contiguous runs would leave most of them idle for short chains.
+__device__ __forceinline__ int cfa_link_thread(const cg::cluster_group& cl) {
+  return (int)(threadIdx.x * cl.num_blocks() + cl.block_rank());
+}
+
 // Steps 3-5 of cpu/cfa_cpu.c for the right-hand side in v.taud, by the GT threads of the cluster.
 // refine: a further right-hand side with the stored elimination (multipliers in EK, final factors
 // in D or D2), qdd added to qacc. acc (rank 0's shared accumulators, or NULL): the max of the
 // correction goes to acc[slot], of qacc to acc[2] when slot == 1.
 __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_views& v, double* qacc,
-                          int refine, unsigned long long* acc, int slot, int gt, int GT, int* error) {
+                          int refine, unsigned long long* acc, int slot, int gt, int GT, int* error,
+                          int profile, int* mk) {
   cg::cluster_group cl = cg::this_cluster();
-  for (int i = gt; i < n; i += GT) {
+  int lt = cfa_link_thread(cl);
+  for (int i = lt; i < n; i += GT) {
     if (refine) cfd_cfa_rhs_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.R);
     else cfd_cfa_system_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.D, v.U, v.R, v.frow);
   }
   cl.sync();
+  cfa_mark(profile, gt, mk);  // right-hand side
   int flip = 0, level = 0;
   for (int s = 1; s < n; s *= 2, flip ^= 1, level++) {
     double *D = v.D, *U = v.U, *R = v.R, *Dn = v.D2, *Un = v.U2, *Rn = v.R2;
     if (flip) {
       D = v.D2; U = v.U2; R = v.R2; Dn = v.D; Un = v.U; Rn = v.R;
     }
-    for (int i = gt; i < n; i += GT) {
-      double* E = v.EK + (size_t)72 * n * level + 72 * i;
-      if (refine) cfd_oee_rhs(i, s, n, E, E + 36, R, Rn);
-      else if (cfd_oee_update(i, s, n, D, U, R, Dn, Un, Rn, E, E + 36)) atomicExch(error, CFD_ERR_SINGULAR);
+    if (refine) {
+      for (int e = gt; e < 6 * n; e += GT) {  // a thread per row
+        int i = e / 6;
+        double* E = v.EK + (size_t)72 * n * level + 72 * i;
+        cfd_oee_rhs_row(i, s, n, e % 6, E, E + 36, R, Rn);
+      }
+    } else {
+      for (int e = gt; e < 6 * n; e += GT) {  // a thread per row; each factors the neighbours
+        int i = e / 6;
+        double* E = v.EK + (size_t)72 * n * level + 72 * i;
+        double Lnext[36], Lprev[36];
+        if ((i + s < n && cfd_oee_factor(D, i + s, Lnext)) ||
+            (i - s >= 0 && cfd_oee_factor(D, i - s, Lprev))) {
+          atomicExch(error, CFD_ERR_SINGULAR);
+          continue;
+        }
+        cfd_oee_row(i, s, n, e % 6, Lnext, Lprev, D, U, R, Dn, Un, Rn, E, E + 36);
+      }
     }
     cl.sync();
   }
+  cfa_mark(profile, gt, mk);  // the levels
   double* D = flip ? v.D2 : v.D;  // block diagonal now
   double* R = flip ? v.R2 : v.R;
-  for (int i = gt; i < n; i += GT) {
+  for (int i = lt; i < n; i += GT) {
     if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) atomicExch(error, CFD_ERR_SINGULAR);
     else cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
   }
   cl.sync();
+  cfa_mark(profile, gt, mk);  // block-diagonal solve
   // every thread of a warp takes part in the reductions (x = 0 past the last link)
-  for (int i0 = gt - threadIdx.x % 32; i0 < n; i0 += GT) {
-    int i = i0 + threadIdx.x % 32;
+  for (int base = 0; base < n; base += GT) {
+    int i = base + lt;
     double x = 0, total = 0;
     if (i < n) {
       x = cfd_cfa_qdd(i, n, v.frow, R, sigma[i]);
@@ -114,7 +154,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
            const double* __restrict__ sigma, const double* __restrict__ q,
            const double* __restrict__ qd, const double* __restrict__ tau,
            const double* __restrict__ extra, double* qacc, double* idout, double* work,
-           long stride, int steps, int* error) {
+           long stride, int steps, int* error, int profile) {
   extern __shared__ double sh[];
   __shared__ unsigned long long acc[3];  // rank 0's: the cluster's refinement norms
   cg::cluster_group cl = cg::this_cluster();
@@ -132,12 +172,17 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   if (threadIdx.x < 3) acc[threadIdx.x] = 0;
   unsigned long long* acc0 = cl.map_shared_rank(acc, 0);
 
+  int mk = 0;
+  cl.sync();
+  cfa_mark(profile, gt, &mk);  // start
   // 1. tau_d = tau - bias
   id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
   cl.sync();
+  cfa_mark(profile, gt, &mk);  // ID
   // 2. per-link blocks of P^T K P from the ID's local poses
   const double* lp = w;
-  for (int i = gt; i < n; i += GT) {
+  int lt = cfa_link_thread(cl);
+  for (int i = lt; i < n; i += GT) {
     double G[36];
     if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
     cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
@@ -150,16 +195,20 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
   }
   cl.sync();
-  cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error);
+  cfa_mark(profile, gt, &mk);  // blocks
+  cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error, profile, &mk);
+  cfa_mark(profile, gt, &mk);  // qdd
   // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination
   for (int step = 0; step < steps; step++) {
     cl.sync();
-    id_chain(c, qb, qdb, out, id, w, sh, gt, GT);
+    id_chain(c, qb, qdb, out, id, w, sh, gt, GT, true);  // q, qd as in step 1
     cl.sync();
-    for (int i = gt; i < n; i += GT) v.taud[i] = tb[i] - id[i] - v.dj[i] * out[i];
+    cfa_mark(profile, gt, &mk);  // ID
+    for (int i = lt; i < n; i += GT) v.taud[i] = tb[i] - id[i] - v.dj[i] * out[i];
     cl.sync();
     int slot = step == steps - 1 ? 1 : step == steps - 2 ? 0 : -1;
-    cfa_solve(n, sigma, v, out, 1, acc0, slot, gt, GT, error);
+    cfa_solve(n, sigma, v, out, 1, acc0, slot, gt, GT, error, profile, &mk);
+    cfa_mark(profile, gt, &mk);  // qdd
   }
   if (steps > 0) {  // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
     cl.sync();
@@ -173,17 +222,18 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   cl.sync();  // no block leaves while another may still update rank 0's accumulators
 }
 
-// Threads per block and blocks per cluster: about one link per thread, up to 16 SMs per chain
-// (chosen by the Fig. 2 measurements, bench/results); the knobs above override them.
+// Threads per block and blocks per cluster: a thread per row of each equation (6n), on up to 16
+// SMs per chain (chosen by the launch-layout measurements, bench --only cfa); the knobs above
+// override them.
 static void cfa_layout(int n, int* T, int* CL) {
-  int t = 32;
-  while (t < n && t < 64) t *= 2;
-  if (n > 16 * 64) {  // more than 16 blocks of 64: widen the blocks instead
-    while (t < CFA_MAX_THREADS && 16 * t < n) t *= 2;
-  }
-  int cl = (n + t - 1) / t;
+  int rows = 6 * n;
+  int cl = (rows + 127) / 128;
+  if (cl > CFD_MAX_CLUSTER) cl = CFD_MAX_CLUSTER;
+  int t = ((rows + cl - 1) / cl + 31) / 32 * 32;
+  if (t < 64) t = 64;
+  if (t > CFA_MAX_THREADS) t = CFA_MAX_THREADS;
   *T = cfd_gpu_cfa_threads ? cfd_gpu_cfa_threads : t;
-  *CL = cfd_gpu_cfa_cluster ? cfd_gpu_cfa_cluster : (cl < CFD_MAX_CLUSTER ? cl : CFD_MAX_CLUSTER);
+  *CL = cfd_gpu_cfa_cluster ? cfd_gpu_cfa_cluster : cl;
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -201,6 +251,9 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
   if (g->cfa_threads != T || g->cfa_asked != CL) {  // once per layout: what the device schedules
     cudaError_t e = cudaFuncSetAttribute(cfa_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    // past 48 KiB needs the opt-in; the largest layout's, so that every context's launch fits
+    if (!e) e = cudaFuncSetAttribute(cfa_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)(sizeof(double) * ID_SHARED_DOUBLES(CFA_MAX_THREADS)));
     if (e) return e;
     g->cfa_asked = CL;
     for (;; CL = (CL + 1) / 2) {  // 16 blocks need a whole GPC free
@@ -221,5 +274,14 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   return cudaLaunchKernelEx(&cfg, cfa_kernel, g->chain, (const double*)g->jinv,
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
                             qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
-                            g->info + g->capacity);
+                            g->info + g->capacity, cfd_gpu_cfa_profile);
+}
+
+int cfd_gpu_cfa_phases(double* us, int max) {
+  unsigned long long t[64];
+  if (cudaMemcpyFromSymbol(t, cfa_marks, sizeof t)) return 0;
+  int k = 0;
+  for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
+    us[k] = (t[k + 1] - t[k]) * 1e-3;
+  return k;
 }

@@ -24,9 +24,12 @@
 // among the GT threads of its cluster (rank * blockDim + threadIdx). w: the instance's ID scratch
 // (CFD_ID_WORK doubles): local poses 12n, world poses 12n, world screws 6n, velocities 6n,
 // accelerations 6n, which later steps (CFA's blocks) read. Every thread of the cluster must call.
+// reuse: q and qd are those of the previous call on w, whose poses, world screws and velocities
+// still hold (CFA's refinement: only qdd changes), so only the acceleration and force scans run.
 static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ qb,
                                 const double* __restrict__ qdb, const double* qddb,
-                                double* tau_out, double* w, double* shared, int gt, int GT) {
+                                double* tau_out, double* w, double* shared, int gt, int GT,
+                                bool reuse = false) {
   int n = c.n, t = threadIdx.x, T = blockDim.x;
   int L = (n + GT - 1) / GT, i0 = min(n, gt * L), i1 = min(n, i0 + L);
   double* shA = shared;  // the scans alternate buffers (block_scan.cuh); only A holds poses
@@ -38,64 +41,63 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
   double* V = Sw + 6 * n;     // world velocities
   double* A = V + 6 * n;      // world accelerations
 
-  // poses: local ones, the run's composition, then the scan
-  double agg[12];
-  pose_identity(agg);
-  for (int i = i0; i < i1; i++) {
-    double Re[9], pe[3], Rl[9], pl[3];
-    cfd_screw_exp(c.screw + 6 * i, qb[i], Re, pe);
-    cfd_se3_mul(c.home_R + 9 * i, c.home_p + 3 * i, Re, pe, Rl, pl);
-    for (int k = 0; k < 9; k++) lp[12 * i + k] = Rl[k];
-    for (int k = 0; k < 3; k++) lp[12 * i + 9 + k] = pl[k];
-    double tmp[12];
-    pose_compose(agg, lp + 12 * i, tmp);
-    for (int k = 0; k < 12; k++) agg[k] = tmp[k];
-  }
-  for (int k = 0; k < 12; k++) shA[12 * t + k] = agg[k];
-  __syncthreads();
-  block_scan_poses(shA);
-  double Wt[12];
-  cluster_pose_prefix(shA, tot, Wt);
-  if (t > 0) {
-    double tmp[12];
-    pose_compose(Wt, shA + 12 * (t - 1), tmp);
-    for (int k = 0; k < 12; k++) Wt[k] = tmp[k];
-  }
-
-  // world poses and screws; velocity contributions S^w qd
-  double vsum[6] = {0, 0, 0, 0, 0, 0};
-  for (int i = i0; i < i1; i++) {
-    double tmp[12];
-    pose_compose(Wt, lp + 12 * i, tmp);
-    for (int k = 0; k < 12; k++) Wt[k] = wp[12 * i + k] = tmp[k];
-    const double* S = c.screw + 6 * i;
-    double s[6], pxw[3];
-    cfd_rot(Wt, S, s);          // Ad_T S = [R w; R v + p x R w]
-    cfd_rot(Wt, S + 3, s + 3);
-    cfd_cross(Wt + 9, s, pxw);
-    for (int k = 0; k < 3; k++) s[3 + k] += pxw[k];
-    for (int k = 0; k < 6; k++) {
-      Sw[6 * i + k] = s[k];
-      vsum[k] += s[k] * qdb[i];
+  double Vr[6] = {0, 0, 0, 0, 0, 0};
+  if (!reuse) {  // poses, world screws and the velocity scan
+    // poses: local ones, the run's composition, then the scan
+    double agg[12];
+    pose_identity(agg);
+    for (int i = i0; i < i1; i++) {
+      double Re[9], pe[3], Rl[9], pl[3];
+      cfd_screw_exp(c.screw + 6 * i, qb[i], Re, pe);
+      cfd_se3_mul(c.home_R + 9 * i, c.home_p + 3 * i, Re, pe, Rl, pl);
+      for (int k = 0; k < 9; k++) lp[12 * i + k] = Rl[k];
+      for (int k = 0; k < 3; k++) lp[12 * i + 9 + k] = pl[k];
+      double tmp[12];
+      pose_compose(agg, lp + 12 * i, tmp);
+      for (int k = 0; k < 12; k++) agg[k] = tmp[k];
     }
-  }
-  for (int k = 0; k < 6; k++) shB[6 * t + k] = vsum[k];
-  __syncthreads();
-  block_scan_sum(shB, 6, false);
-  double Vr[6];
-  cluster_sum_prefix(shB, tot, 6, false, Vr);
-  if (t > 0) for (int k = 0; k < 6; k++) Vr[k] += shB[6 * (t - 1) + k];
+    for (int k = 0; k < 12; k++) shA[12 * t + k] = agg[k];
+    __syncthreads();
+    block_scan_poses(shA);
+    double Wt[12];
+    cluster_pose_prefix(shA, tot, Wt);
+    if (t > 0) {
+      double tmp[12];
+      pose_compose(Wt, shA + 12 * (t - 1), tmp);
+      for (int k = 0; k < 12; k++) Wt[k] = tmp[k];
+    }
 
-  // velocities; acceleration contributions ad_V S^w qd
+    // world poses and screws; velocity contributions S^w qd
+    double vsum[6] = {0, 0, 0, 0, 0, 0};
+    for (int i = i0; i < i1; i++) {
+      double tmp[12];
+      pose_compose(Wt, lp + 12 * i, tmp);
+      for (int k = 0; k < 12; k++) Wt[k] = wp[12 * i + k] = tmp[k];
+      const double* S = c.screw + 6 * i;
+      double s[6], pxw[3];
+      cfd_rot(Wt, S, s);          // Ad_T S = [R w; R v + p x R w]
+      cfd_rot(Wt, S + 3, s + 3);
+      cfd_cross(Wt + 9, s, pxw);
+      for (int k = 0; k < 3; k++) s[3 + k] += pxw[k];
+      for (int k = 0; k < 6; k++) {
+        Sw[6 * i + k] = s[k];
+        vsum[k] += s[k] * qdb[i];
+      }
+    }
+    for (int k = 0; k < 6; k++) shB[6 * t + k] = vsum[k];
+    __syncthreads();
+    block_scan_sum(shB, 6, false);
+    cluster_sum_prefix(shB, tot, 6, false, Vr);
+    if (t > 0) for (int k = 0; k < 6; k++) Vr[k] += shB[6 * (t - 1) + k];
+    for (int i = i0; i < i1; i++)  // velocities
+      for (int k = 0; k < 6; k++) V[6 * i + k] = Vr[k] += Sw[6 * i + k] * qdb[i];
+  }
+  // acceleration contributions ad_V S^w qd (+ S^w qdd)
   double asum[6] = {0, 0, 0, 0, 0, 0};
   for (int i = i0; i < i1; i++) {
     double sq[6], ca[6];
-    for (int k = 0; k < 6; k++) {
-      sq[k] = Sw[6 * i + k] * qdb[i];
-      Vr[k] += sq[k];
-      V[6 * i + k] = Vr[k];
-    }
-    cfd_ad(Vr, sq, ca);
+    for (int k = 0; k < 6; k++) sq[k] = Sw[6 * i + k] * qdb[i];
+    cfd_ad(V + 6 * i, sq, ca);
     if (qddb)
       for (int k = 0; k < 6; k++) ca[k] += Sw[6 * i + k] * qddb[i];
     for (int k = 0; k < 6; k++) {
