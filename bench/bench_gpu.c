@@ -515,11 +515,10 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
       cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
       double res[7], e2e[7], pin[7], one[7];
-      // end to end from page-locked host memory too (what a caller gets with cudaMallocHost)
-      double *pinit = NULL, *pctrl = NULL, *pout = NULL;
-      cudaMallocHost((void**)&pinit, sizeof(double) * (size_t)B * nx);
-      cudaMallocHost((void**)&pctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-      cudaMallocHost((void**)&pout, sizeof(double) * (size_t)B * (H + 1) * nx);
+      // end to end from page-locked host memory too (chainfd_host_alloc)
+      double* pinit = chainfd_host_alloc(sizeof(double) * (size_t)B * nx);
+      double* pctrl = chainfd_host_alloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+      double* pout = chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx);
       memcpy(pinit, init, sizeof(double) * (size_t)B * nx);
       memcpy(pctrl, ctrl, sizeof(double) * (size_t)B * H * nu);
       int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err) &&
@@ -559,7 +558,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         emit(fig, spec, n, B, "cuda.rollout.end_to_end", te * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end.pinned", tp * 1e6, 0, 0);
       }
-      cudaFreeHost(pinit); cudaFreeHost(pctrl); cudaFreeHost(pout);
+      chainfd_host_free(pinit); chainfd_host_free(pctrl); chainfd_host_free(pout);
       fflush(stdout);
       cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
       free(init); free(ctrl); free(out);

@@ -269,6 +269,16 @@ CFD_HD int cfd_cfa_converged(double corr, double prev, double size) {
   return left <= CFD_CFA_ACCEPT * size + CFD_CFA_FLOOR;
 }
 
+// Whether refinement can stop before its last step: the error left (estimated as above from the
+// last two corrections) is at rounding level. Long or ill-conditioned chains take every step;
+// well-conditioned ones stop after two.
+#define CFD_CFA_EXACT 1e-13
+CFD_HD int cfd_cfa_done(double corr, double prev, double size) {
+  if (!(prev < INFINITY)) return 0;  // one correction says nothing about the contraction
+  double left = corr < prev ? corr * (corr / prev) : corr;
+  return left <= CFD_CFA_EXACT * size + CFD_CFA_FLOOR;
+}
+
 // qdd_i = (S^T K F)_i / sigma_i from the solved x and the unmodified f-row.
 CFD_HD double cfd_cfa_qdd(int i, int n, const double* frow, const double* x, double sigma) {
   const double* fr = frow + 18 * i;

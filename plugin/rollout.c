@@ -327,3 +327,6 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
   }
   return 0;
 }
+
+void* chainfd_host_alloc(size_t bytes) { return cfd_gpu_host_alloc(bytes); }
+void chainfd_host_free(void* p) { cfd_gpu_host_free(p); }

@@ -48,6 +48,15 @@ def test_rollout(model):
             worst = max(worst, np.abs(traj[b, t + 1, :model.nq] - data.qpos).max())
     print(f"Rollout: max |dqpos| against mj_step {worst:.2e}")
     assert worst < 1e-9, worst
+    # into a page-locked array (chainfd_host_alloc): the same trajectories
+    out = r.pinned(traj.shape)
+    again = r.run(traj[:, 0].copy(), ctrl, out=out)
+    assert again is out and np.array_equal(out, traj), np.abs(out - traj).max()
+    try:
+        r.run(r.state(data), ctrl, out=np.empty((3, 50, 2)))
+        raise AssertionError("a wrong out shape was accepted")
+    except ValueError as e:
+        print(f"Rollout: bad out refused: {e}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 //      elimination works on K = (I - Gamma) J^-1 (I - Gamma)^T, whose conditioning (light links,
 //      long lever arms) costs the raw CFA up to 2e-5 relative on random chains of 200 links and
 //      about 1e-2 at 1000 links (measured against cfd_fd_reference); each step multiplies the
-//      error by about that much again. cfd_cfa_refine_steps (default 4; 0: the raw algorithm).
+//      error by about that much again. cfd_cfa_refine_steps (default 4; 0: the raw algorithm);
+//      the steps stop early once the error left is at rounding level (cfd_cfa_done).
 //      The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless the last
 //      correction is small against qacc or still shrinking fast (cfd_cfa_converged: near an
 //      equilibrium qacc itself is tiny, and only the contraction says the iteration converged).
@@ -133,9 +134,11 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
       corr = fmax(corr, fabs(qacc[i] - before[i]));
       size = fmax(size, fabs(qacc[i]));
     }
-    if (!st && step == cfd_cfa_refine_steps - 1 && !cfd_cfa_converged(corr, prev, size))
+    int done = !st && cfd_cfa_done(corr, prev, size);
+    if (!st && (done || step == cfd_cfa_refine_steps - 1) && !cfd_cfa_converged(corr, prev, size))
       st = CFD_ERR_INACCURATE;
     prev = corr;
+    if (done) break;
   }
   return st;
 }

@@ -85,7 +85,7 @@ __device__ __forceinline__ int cfa_link_thread(const cg::cluster_group& cl) {
 // Steps 3-5 of cpu/cfa_cpu.c for the right-hand side in v.taud, by the GT threads of the cluster.
 // refine: a further right-hand side with the stored elimination (multipliers in EK, final factors
 // in D or D2), qdd added to qacc. acc (rank 0's shared accumulators, or NULL): the max of the
-// correction goes to acc[slot], of qacc to acc[2] when slot == 1.
+// correction goes to acc[slot], of qacc to acc[2 + slot].
 __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_views& v, double* qacc,
                           int refine, unsigned long long* acc, int slot, int gt, int GT, int* error,
                           int profile, int* mk) {
@@ -142,9 +142,9 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
       total = refine ? qacc[i] + x : x;
       qacc[i] = total;
     }
-    if (acc && slot >= 0) {
+    if (acc) {
       cluster_max(acc + slot, x);
-      if (slot == 1) cluster_max(acc + 2, total);
+      cluster_max(acc + 2 + slot, total);
     }
   }
 }
@@ -156,7 +156,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
            const double* __restrict__ extra, double* qacc, double* idout, double* work,
            long stride, int steps, int* error, int profile) {
   extern __shared__ double sh[];
-  __shared__ unsigned long long acc[3];  // rank 0's: the cluster's refinement norms
+  __shared__ unsigned long long acc[4];  // rank 0's: the cluster's refinement norms
   cg::cluster_group cl = cg::this_cluster();
   int CL = (int)cl.num_blocks(), n = c.n;
   int gt = (int)cl.block_rank() * blockDim.x + threadIdx.x, GT = CL * blockDim.x;
@@ -169,7 +169,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   double* id = idout + b * n;
   double* w = work + b * stride;
   cfa_views v = cfa_views_of(w, n);
-  if (threadIdx.x < 3) acc[threadIdx.x] = 0;
+  if (threadIdx.x < 4) acc[threadIdx.x] = 0;
   unsigned long long* acc0 = cl.map_shared_rank(acc, 0);
 
   int mk = 0;
@@ -198,26 +198,28 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   cfa_mark(profile, gt, &mk);  // blocks
   cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error, profile, &mk);
   cfa_mark(profile, gt, &mk);  // qdd
-  // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination
-  for (int step = 0; step < steps; step++) {
+  // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination, until the
+  // error left is at rounding level (cfd_cfa_done) or the steps run out
+  double prev = INFINITY;
+  for (int step = 0, done = 0; step < steps && !done; step++) {
+    int slot = step % 2;  // this step's norms; the other pair holds the previous step's
     cl.sync();
     id_chain(c, qb, qdb, out, id, w, sh, gt, GT, true);  // q, qd as in step 1
     cl.sync();
     cfa_mark(profile, gt, &mk);  // ID
+    if (gt == 0) acc[slot] = acc[2 + slot] = 0;  // last read two steps ago
     for (int i = lt; i < n; i += GT) v.taud[i] = tb[i] - id[i] - v.dj[i] * out[i];
     cl.sync();
-    int slot = step == steps - 1 ? 1 : step == steps - 2 ? 0 : -1;
     cfa_solve(n, sigma, v, out, 1, acc0, slot, gt, GT, error, profile, &mk);
-    cfa_mark(profile, gt, &mk);  // qdd
-  }
-  if (steps > 0) {  // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
     cl.sync();
-    if (gt == 0) {
-      double prev = steps > 1 ? __longlong_as_double((long long)acc[0]) : INFINITY;
-      double corr = __longlong_as_double((long long)acc[1]);
-      double size = __longlong_as_double((long long)acc[2]);
-      if (!cfd_cfa_converged(corr, prev, size)) atomicExch(error, CFD_ERR_INACCURATE);
-    }
+    cfa_mark(profile, gt, &mk);  // qdd
+    double corr = __longlong_as_double((long long)acc0[slot]);
+    double size = __longlong_as_double((long long)acc0[2 + slot]);
+    done = cfd_cfa_done(corr, prev, size);  // every thread reads the same: all stop together
+    // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
+    if ((done || step == steps - 1) && gt == 0 && !cfd_cfa_converged(corr, prev, size))
+      atomicExch(error, CFD_ERR_INACCURATE);
+    prev = corr;
   }
   cl.sync();  // no block leaves while another may still update rank 0's accumulators
 }

@@ -342,3 +342,21 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 }
 
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }
+
+void* cfd_gpu_host_alloc(size_t bytes) {
+  void* p = NULL;
+  if (cfd_gpu_device_count() > 0 && cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess) return p;
+  cudaGetLastError();
+  return malloc(bytes ? bytes : 1);
+}
+
+void cfd_gpu_host_free(void* p) {
+  if (!p) return;
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
+    cudaFreeHost(p);
+    return;
+  }
+  cudaGetLastError();
+  free(p);
+}

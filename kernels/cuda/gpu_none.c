@@ -1,5 +1,6 @@
 // The batched GPU API in a build without CUDA: every entry point says so.
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "chainfd_batch.h"
 
@@ -40,3 +41,5 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   return 1;
 }
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return 0; }
+void* cfd_gpu_host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+void cfd_gpu_host_free(void* p) { free(p); }

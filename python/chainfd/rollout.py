@@ -33,6 +33,9 @@ def _functions():
         lib.chainfd_rollout_free.argtypes = [ctypes.c_void_p]
         lib.chainfd_rollout_last_kernel_ms.argtypes = [ctypes.c_void_p]
         lib.chainfd_rollout_last_kernel_ms.restype = ctypes.c_double
+        lib.chainfd_host_alloc.argtypes = [ctypes.c_size_t]
+        lib.chainfd_host_alloc.restype = ctypes.c_void_p
+        lib.chainfd_host_free.argtypes = [ctypes.c_void_p]
         lib._rollout_ready = True
     return lib
 
@@ -61,9 +64,15 @@ class Rollout:
         """The rollout state [qpos; qvel] of an MjData."""
         return np.concatenate([data.qpos, data.qvel])
 
-    def run(self, init, ctrl, final_only=False):
+    def pinned(self, shape):
+        """A float64 array of `shape` in page-locked host memory (chainfd_host_alloc), freed with
+        the array: ctrl and out arrays there cross to and from the GPU at the bus's full speed."""
+        return pinned_empty(self._lib, shape)
+
+    def run(self, init, ctrl, final_only=False, out=None):
         """init: (2n,) shared by every rollout, or (B, 2n); ctrl: (B, H, nu).
-        Returns (B, H+1, 2n) states (the initial one first), or (B, 2n) with final_only."""
+        Returns (B, H+1, 2n) states (the initial one first), or (B, 2n) with final_only; written
+        into `out` when given (a C-contiguous float64 array of that shape, e.g. from pinned())."""
         ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
         if ctrl.ndim != 3 or ctrl.shape[2] != self.nu:
             raise ValueError(f"ctrl must be (B, H, {self.nu}), got {ctrl.shape}")
@@ -73,7 +82,12 @@ class Rollout:
         shared = init.ndim == 1
         if init.shape != ((nx,) if shared else (B, nx)):
             raise ValueError(f"init must be ({nx},) or ({B}, {nx}), got {init.shape}")
-        out = np.empty((B, nx) if final_only else (B, H + 1, nx))
+        shape = (B, nx) if final_only else (B, H + 1, nx)
+        if out is None:
+            out = np.empty(shape)
+        elif (out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous
+              or not out.flags.writeable):
+            raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
         err = ctypes.create_string_buffer(1024)
         code = self._lib.chainfd_rollout_run(self._handle, B, H, init.ctypes.data, int(shared),
                                              ctrl.ctypes.data, out.ctypes.data, int(final_only),
@@ -84,3 +98,26 @@ class Rollout:
 
     def last_kernel_ms(self):
         return self._lib.chainfd_rollout_last_kernel_ms(self._handle)
+
+
+class _Pinned:
+    """Owns one chainfd_host_alloc block; the arrays viewing it keep it alive."""
+
+    def __init__(self, lib, nbytes):
+        self._lib = lib
+        self.ptr = lib.chainfd_host_alloc(ctypes.c_size_t(max(nbytes, 1)))
+        if not self.ptr:
+            raise MemoryError(f"chainfd_host_alloc({nbytes}) failed")
+
+    def __del__(self):
+        if self.ptr:
+            self._lib.chainfd_host_free(ctypes.c_void_p(self.ptr))
+            self.ptr = None
+
+
+def pinned_empty(lib, shape):
+    count = int(np.prod(shape))
+    block = _Pinned(lib, 8 * count)
+    buf = (ctypes.c_double * max(count, 1)).from_address(block.ptr)
+    buf._owner = block  # the ctypes buffer holds the block; the array holds the buffer
+    return np.frombuffer(buf, dtype=np.float64, count=count).reshape(shape)
