@@ -43,7 +43,9 @@ static const char* usage =
     "  --video                also write DIR/chainfd.mp4 when ffmpeg is installed\n"
     "benchmark (no drawing, no display):\n"
     "  --benchmark SECONDS    step for SECONDS of wall time and print the real-time factor;\n"
-    "                         --backend all runs every dynamics in turn\n";
+    "                         --backend all runs every dynamics in turn\n"
+    "  --substeps K           steps per chunk, as a 60 Hz window takes them (default: 1/60 s of\n"
+    "                         steps); cpu.fast runs a chunk through the CPU rollout. 1: one by one\n";
 
 static void mujoco_warning(const char* msg) { fprintf(stderr, "chainfd-view: MuJoCo: %s\n", msg); }
 
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   double wave_prm[4] = {0, 0, 0, 0};
   int wave_given = 0;
   double benchmark = 0;
+  int substeps = 0;  // 0: a 60 Hz frame's worth
 
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
@@ -161,6 +164,12 @@ int main(int argc, char** argv) {
     } else if (!strcmp(a, "--benchmark")) {
       NEED_ARG();
       if (parse_double(next, 1e-3, 1e6, &benchmark)) return bad_usage("bad duration '%s'", next);
+    } else if (!strcmp(a, "--substeps")) {
+      NEED_ARG();
+      double k;
+      if (parse_double(next, 1, CFV_MAX_SUBSTEPS, &k) || k != floor(k))
+        return bad_usage("bad substep count '%s' (1 to 256)", next);
+      substeps = (int)k;
     } else if (a[0] == '-' && a[1]) {
       return bad_usage("unknown option '%s'", a);
     } else if (!model) {
@@ -224,7 +233,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < s.ndyn && status == 0; i++) {
       if (!bench_all && i != s.current) continue;
       if (bench_all && cfv_sim_select(&s, i, err, sizeof err)) continue;
-      status = cfv_sim_benchmark(&s, benchmark);
+      int k = substeps ? substeps : (int)fmax(1, round(1.0 / (60 * m->opt.timestep)));
+      status = cfv_sim_benchmark(&s, benchmark, k < CFV_MAX_SUBSTEPS ? k : CFV_MAX_SUBSTEPS);
     }
   } else if (headless) {
     status = cfv_run_headless(&s, &o);

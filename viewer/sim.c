@@ -180,11 +180,23 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
     s->wave_len = p[2];
     s->wave_odd = m->numeric_size[wave] >= 4 ? p[3] : 0;
   }
+  // the CPU rollout for cfv_sim_substeps, where the model fits it
+  s->rollout_x = malloc(sizeof(double) * (size_t)(2 * (m->nq + m->nv) + 1));  // start, end
+  s->rollout_ctrl = malloc(sizeof(double) * ((size_t)CFV_MAX_SUBSTEPS * m->nu + 1));
+  if (!s->rollout_x || !s->rollout_ctrl) {
+    snprintf(err, err_size, "out of memory");
+    return 1;
+  }
+  if (chainfd_rollout_create(m, CHAINFD_CPU, &s->rollout, s->rollout_why, sizeof s->rollout_why))
+    s->rollout = NULL;
   cfv_sim_reset(s);
   return 0;
 }
 
 void cfv_sim_free(cfv_sim* s) {
+  if (s->rollout) chainfd_rollout_free(s->rollout);
+  free(s->rollout_x);
+  free(s->rollout_ctrl);
   for (int i = 0; i < s->ndyn; i++) chainfd_stepper_free(s->stepper[i]);
   if (s->d) mj_deleteData(s->d);
   if (s->m) mj_deleteModel(s->m);
@@ -213,11 +225,11 @@ void cfv_sim_reset(cfv_sim* s) {
   cfv_sim_forward(s);
 }
 
-// Controls from the travelling wave at the state's time; amplitude ramped in over one period so
+// Controls from the travelling wave at time t, into u (nu); amplitude ramped in over one period so
 // the servos do not jump at t = 0.
-static void apply_wave(cfv_sim* s) {
+static void wave_ctrl(const cfv_sim* s, double t, double* out) {
   const mjModel* m = s->m;
-  double t = s->d->time, ramp = s->wave_freq > 0 ? fmin(1.0, t * s->wave_freq) : 1.0;
+  double ramp = s->wave_freq > 0 ? fmin(1.0, t * s->wave_freq) : 1.0;
   double amp = s->wave_amp * ramp * ramp * (3 - 2 * ramp);  // smoothstep
   double len = s->wave_len != 0 ? s->wave_len : 1e30;
   for (int i = 0; i < m->nu; i++) {
@@ -227,9 +239,11 @@ static void apply_wave(cfv_sim* s) {
       const double* r = m->actuator_ctrlrange + 2 * i;
       u = fmin(fmax(u, r[0]), r[1]);
     }
-    s->d->ctrl[i] = u;
+    out[i] = u;
   }
 }
+
+static void apply_wave(cfv_sim* s) { wave_ctrl(s, s->d->time, s->d->ctrl); }
 
 int cfv_sim_forward(cfv_sim* s) {
   if (s->wave) apply_wave(s);
@@ -319,20 +333,61 @@ int cfv_sim_step(cfv_sim* s) {
   return rc;
 }
 
+int cfv_sim_substeps(cfv_sim* s, int k) {
+  const mjModel* m = s->m;
+  mjData* d = s->d;
+  if (!s->rollout || s->current == 0 || strcmp(s->dyn_name[s->current], "cpu.fast") || k < 1 ||
+      k > CFV_MAX_SUBSTEPS)
+    return 0;
+  for (int i = 0; i < 6 * m->nbody; i++)
+    if (d->xfrc_applied[i] != 0) return 0;
+  for (int i = 0; i < m->nv; i++)
+    if (d->qfrc_applied[i] != 0) return 0;
+  double h = m->opt.timestep;
+  for (int j = 0; j < k; j++) {  // the controls each step would see (cfv_sim_step: wave first)
+    double* u = s->rollout_ctrl + (size_t)j * m->nu;
+    if (s->wave) wave_ctrl(s, d->time + j * h, u);
+    else if (m->nu) memcpy(u, d->ctrl, sizeof(double) * m->nu);
+  }
+  char err[CFV_MSG];
+  int nx = m->nq + m->nv;
+  double *x0 = s->rollout_x, *x1 = s->rollout_x + nx;
+  chainfd_rollout_get_state(m, d, x0);
+  if (chainfd_rollout_run(s->rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CFD_HOST, err, sizeof err))
+    return 0;
+  for (int i = 0; i < nx; i++)
+    if (!(fabs(x1[i]) < mjMAXVAL)) return 0;  // cfv_sim_step will see to it
+  chainfd_rollout_set_state(m, d, x1);
+  if (m->nu) memcpy(d->ctrl, s->rollout_ctrl + (size_t)(k - 1) * m->nu, sizeof(double) * m->nu);
+  for (int j = 0; j < k; j++) d->time += h;  // as k steps of mj_step advance it
+  mj_kinematics(m, d);
+  mj_comPos(m, d);
+  s->steps += k;
+  return k;
+}
+
 int cfv_sim_finite(const cfv_sim* s) { return sane(s->m, s->d) && !s->diverged; }
 
-int cfv_sim_benchmark(cfv_sim* s, double seconds) {
+int cfv_sim_benchmark(cfv_sim* s, double seconds, int substeps) {
   // from the start state, no warm-up: then a failure or fallback is reported with the state it
   // happened in, and the run is reproducible up to where the wall clock stops it
   cfv_sim_reset(s);
   long long steps = 0, mujoco0 = s->mujoco_steps;
   double start = cfv_now(), wall = 0;
+  long long substepped = 0;
   do {
-    if (cfv_sim_step(s)) {
-      fprintf(stderr, "chainfd-view: %s\n", s->error);
-      return 1;
+    // a frame's worth of steps at a time, as the window steps (cfv_sim_substeps where it applies)
+    int k = substeps > 1 ? cfv_sim_substeps(s, substeps) : 0;
+    if (k) {
+      steps += k;
+      substepped += k;
+    } else {
+      if (cfv_sim_step(s)) {
+        fprintf(stderr, "chainfd-view: %s\n", s->error);
+        return 1;
+      }
+      steps++;
     }
-    steps++;
     wall = cfv_now() - start;
   } while (wall < seconds);
 
@@ -341,6 +396,7 @@ int cfv_sim_benchmark(cfv_sim* s, double seconds) {
   printf("backend=%s links=%d dofs=%d steps=%lld sim=%.4gs wall=%.3gs step_us=%.4g rtf=%.4g",
          cfv_sim_name(s), s->links, (int)s->m->nv, steps, sim, wall, 1e6 * wall / (double)steps,
          sim / wall);
+  if (substepped) printf(" substeps=%d rollout_steps=%lld", substeps, substepped);
   if (s->mujoco_steps > mujoco0)
     printf(" mujoco_steps=%lld (last: %s)", s->mujoco_steps - mujoco0, s->fallback_why);
   if (!cfv_sim_finite(s)) printf(" DIVERGED");

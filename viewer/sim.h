@@ -7,6 +7,7 @@
 #include <mujoco/mujoco.h>
 
 #include "chainfd.h"
+#include "chainfd_rollout.h"
 
 #define CFV_MAX_DYNAMICS 8
 #define CFV_MSG 640
@@ -36,7 +37,14 @@ typedef struct cfv_sim {
   char error[CFV_MSG];            // the last hard error
   mjtNum* saved;                  // the state before a chainfd step (mjSTATE_INTEGRATION)
   int diverged;                   // MuJoCo reset a bad state since the last reset
+
+  // substeps through the CPU rollout (cfv_sim_substeps); NULL when the rollout refuses the model
+  chainfd_rollout* rollout;
+  char rollout_why[CFV_MSG];  // why it refused
+  double *rollout_x, *rollout_ctrl;  // state [nq + nv], controls [CFV_MAX_SUBSTEPS][nu]
 } cfv_sim;
+
+#define CFV_MAX_SUBSTEPS 256
 
 // Loads an MJCF file or a "chain:N,..." spec; NULL with a message in err.
 mjModel* cfv_load(const char* path_or_spec, char* err, int err_size);
@@ -64,13 +72,24 @@ int cfv_sim_forward(cfv_sim* s);
 // in s->error).
 int cfv_sim_step(cfv_sim* s);
 
+// k steps at once for cpu.fast, through the CPU rollout (chainfd_rollout on CHAINFD_CPU): the
+// step of rollout_step.h, which equals chainfd_step's with cpu.fast (tests/test_rollout: to 1e-15
+// against mj_step), without MuJoCo's stage functions at every step; the state comes back into
+// mjData once, with its kinematics (what drawing needs). Returns k, or 0 where it does not apply
+// (another dynamics, a model the rollout refuses, a force the rollout does not model: a mouse
+// perturbation's xfrc_applied, qfrc_applied; a failed or non-finite rollout), the state untouched:
+// the caller then steps one by one with cfv_sim_step.
+int cfv_sim_substeps(cfv_sim* s, int k);
+
 // Whether qpos, qvel and qacc are finite (and not huge) and MuJoCo reset no bad state since the
 // last reset (the back-end failures that cfv_sim_step undid do not count).
 int cfv_sim_finite(const cfv_sim* s);
 
 // Steps for `seconds` of wall time from the reset state and prints one line:
 // backend=... links=... dofs=... steps=... sim=... wall=... step_us=... rtf=...
-int cfv_sim_benchmark(cfv_sim* s, double seconds);
+// substeps > 1: in chunks of that many steps through cfv_sim_substeps where it applies (the
+// steps a window frame takes), and the line says how many steps went that way.
+int cfv_sim_benchmark(cfv_sim* s, double seconds, int substeps);
 
 // Wall-clock seconds from a monotonic clock.
 double cfv_now(void);

@@ -161,20 +161,34 @@ static const char* body_name(const mjModel* m, int body, char* buf, int size) {
   return buf;
 }
 
-static int timed_step(viewer* v) {
+// Up to `want` steps (at least one): a frame's worth at once through cfv_sim_substeps where it
+// applies (cpu.fast, no perturbation), else one step. *done: how many were taken.
+static int timed_steps(viewer* v, int want, int* done) {
   double t = cfv_now();
   if (!v->headless) apply_perturbation(v);
   long long mj0 = v->sim->mujoco_steps;
-  int rc = cfv_sim_step(v->sim);
+  int k = want > 1 ? cfv_sim_substeps(v->sim, want < CFV_MAX_SUBSTEPS ? want : CFV_MAX_SUBSTEPS) : 0;
+  int rc = k ? 0 : cfv_sim_step(v->sim);
+  if (!k) k = 1;
   v->r.step_wall += cfv_now() - t;
-  v->r.steps++;
+  v->r.steps += k;
   v->r.mujoco_steps += v->sim->mujoco_steps - mj0;
-  v->r.sim += v->sim->m->opt.timestep;
+  v->r.sim += k * v->sim->m->opt.timestep;
   if (rc) {
     fprintf(stderr, "chainfd-view: %s\n", v->sim->error);
     v->paused = 1;
   }
+  if (done) *done = k;
   return rc;
+}
+
+static int timed_step(viewer* v) { return timed_steps(v, 1, NULL); }
+
+// n steps, a frame's worth at a time where cfv_sim_substeps applies
+static int run_steps(viewer* v, int n) {
+  int status = 0;
+  for (int i = 0, k = 0; i < n && status == 0; i += k) status = timed_steps(v, n - i, &k);
+  return status;
 }
 
 // The window publishes rates averaged over the last STATS_WINDOW; headless, which renders as fast
@@ -214,7 +228,8 @@ static void advance_real_time(viewer* v) {
   double deadline = now + fmax(STEP_BUDGET, 0.7 * v->draw_time);
   while (s->d->time < target && !v->paused) {
     double t_before = s->d->time;
-    if (timed_step(v)) break;
+    int want = (int)ceil((target - s->d->time) / s->m->opt.timestep);
+    if (timed_steps(v, want > 1 ? want : 1, NULL)) break;
     if (s->d->time <= t_before) {  // MuJoCo reset a diverged state to t = 0
       v->resync = 1;
       break;
@@ -646,14 +661,14 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   v->per_frame = per_frame;
   int warmup = (int)round(o->warmup / s->m->opt.timestep);
   v->r.t0 = cfv_now();
-  for (int i = 0; i < warmup && status == 0; i++) status = timed_step(v);
+  status = run_steps(v, warmup);
 
   mjrRect rect = {0, 0, o->width, o->height};
   for (int f = 0; f < o->frames && status == 0; f++) {
     if (f > 0) {
       if (o->switch_every > 0 && f % o->switch_every == 0) next_dynamics(v, 1);
       double t0 = s->d->time;
-      for (int k = 0; k < per_frame && status == 0; k++) status = timed_step(v);
+      status = run_steps(v, per_frame);
       if (status) break;
       if (!(s->d->time > t0) || !cfv_sim_finite(s)) {
         fprintf(stderr, "chainfd-view: frame %d with %s: time %.6f -> %.6f, state %s\n", f,
