@@ -406,6 +406,30 @@ static void cfa_layouts(int max_n, double budget) {
   }
 }
 
+// ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (DESIGN 5's variant record)
+static void abia_variants(const char* arm, double budget) {
+  static const char* names[] = {"", "global lean", "local lean", "local full"};
+  const char* specs[2] = {arm, "chain:16,random=1,seed=1,armature=0.01"};
+  printf("\n== ABIA batch kernels: forward dynamics per second ==\n");
+  for (int k = 0; k < 2; k++) {
+    model_set s;
+    if (make_set(specs[k], &s, 1)) continue;
+    for (int B = 4096; B <= 65536; B *= 4)
+      for (int v = 1; v <= 3; v++) {
+        cfd_gpu_abia_variant = v;
+        gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+        cfd_gpu_abia_variant = 0;
+        if (!gm.ok) continue;
+        char who[64];
+        snprintf(who, sizeof who, "cuda.abia[%s]", names[v]);
+        emit("abia_variants", specs[k], s.chain.n, B, who, gm.wall_us, gm.kernel_us, gm.err);
+        printf("  n=%2d B=%6d %-24s %9.1f us  %.3g FD/s  err %.1e\n", s.chain.n, B, who,
+               gm.wall_us, B / (gm.wall_us * 1e-6), gm.err);
+      }
+    free_set(&s);
+  }
+}
+
 static void fig3(const char* fig, const char* spec, const char* label, int minB, int maxB,
                  double budget, int cores) {
   model_set s;
@@ -573,7 +597,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 int main(int argc, char** argv) {
   const char* out = ".";
   int max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|fig2|fig3|rollout
+  const char* only = NULL;  // --only cfa|abia|fig2|fig3|rollout
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -582,7 +606,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|fig2|fig3|rollout]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout]\n");
       return 2;
     }
   }
@@ -604,6 +628,7 @@ int main(int argc, char** argv) {
   char arm[1024];
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
   if (!only || !strcmp(only, "cfa")) cfa_layouts(max_n, budget);
+  if (!only || !strcmp(only, "abia")) abia_variants(arm, budget);
   if (!only || !strcmp(only, "fig2")) fig2(max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
     fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);

@@ -136,6 +136,10 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
   return s->backend->fd(&s->chain, q, qd, tau, extra_diag, qacc, s->work);
 }
 
+const char* cfd_solver_error(const cfd_solver* s, int status) {
+  return status == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(status);
+}
+
 int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const double* extra_diag,
                     double* qacc, char* err, int err_size) {
   const double *q, *qd, *tau;
@@ -143,7 +147,7 @@ int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const doub
   int st = cfd_solver_fd(s, q, qd, tau, extra_diag, s->qacc);
   if (st) {
     snprintf(err, err_size, "%s: %s", s->backend->name,
-             st == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(st));
+             cfd_solver_error(s, st));
     return st;
   }
   for (int i = 0; i < s->chain.n; i++) qacc[s->chain.dof[i]] = s->qacc[i];

@@ -54,6 +54,8 @@ int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const doub
 // The same from the chain's own state vectors (link order), for benchmarks and tests.
 int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double* tau,
                   const double* extra_diag, double* qacc);
+// What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
+const char* cfd_solver_error(const cfd_solver* s, int status);
 
 // The state vectors of d in link order, into the solver's buffers (valid until the next call).
 void cfd_solver_gather(cfd_solver* s, const mjModel* m, const mjData* d, const double** q,

@@ -65,6 +65,8 @@ extern int cfd_gpu_cfa_cluster;
 // Profiling (bench): with cfd_gpu_cfa_profile set, the next CFA launch records the end time of
 // each of its phases for its first instance; cfd_gpu_cfa_phases gives their durations (us).
 extern int cfd_gpu_cfa_profile;
+// ABIA's kernel (benchmark): 0 chooses by n; 1 global lean scratch; 2 local lean; 3 local full.
+extern int cfd_gpu_abia_variant;
 int cfd_gpu_cfa_phases(double* us, int max);
 
 // Page-locked host memory (cudaMallocHost; plain malloc without a device): host arrays there cross

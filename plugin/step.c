@@ -349,7 +349,7 @@ static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_se
     for (int i = 0; i < nv; i++) d->qacc[i] = NAN;
   } else if (st) {
     snprintf(s->solver_failure, sizeof s->solver_failure, "%s: %s",
-             cfd_solver_backend(s->solver)->name, cfd_status_str(st));
+             cfd_solver_backend(s->solver)->name, cfd_solver_error(s->solver, st));
     return EVAL_FAILED;
   }
   memcpy(d->qacc_smooth, d->qacc, sizeof(double) * nv);
@@ -513,7 +513,7 @@ static int solve_with_diag(chainfd_stepper* s, const mjModel* m, const double* d
     for (int i = 0; i < m->nv; i++) qacc[i] = NAN;
   else if (st)
     snprintf(s->solver_failure, sizeof s->solver_failure, "%s: %s",
-             cfd_solver_backend(s->solver)->name, cfd_status_str(st));
+             cfd_solver_backend(s->solver)->name, cfd_solver_error(s->solver, st));
   return st && st != CFD_ERR_NONFINITE;
 }
 
