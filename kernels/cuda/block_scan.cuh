@@ -12,6 +12,14 @@
 
 #define CFD_MAX_CLUSTER 16
 
+// The cluster's barrier, then the block's: the second costs next to nothing after the first, and
+// states the block-level ordering of shared memory in the form compute-sanitizer's racecheck
+// follows (it does not model cluster barriers).
+static __device__ __forceinline__ void cluster_sync(const cooperative_groups::cluster_group& cl) {
+  cl.sync();
+  __syncthreads();
+}
+
 // a <- a o b for poses stored as 12 numbers (R row-major, then p)
 static __device__ __forceinline__ void pose_compose(const double* a, const double* b, double* out) {
   double R[9], p[3];
@@ -64,7 +72,7 @@ static __device__ void cluster_pose_prefix(const double* sh, double* tot, double
   int r = (int)cl.block_rank(), t = threadIdx.x, T = blockDim.x;
   pose_identity(out);
   if (cl.num_blocks() == 1) return;
-  cl.sync();
+  cluster_sync(cl);
   if (t < r) {
     const double* src = cl.map_shared_rank(sh, t) + 12 * (T - 1);
     for (int k = 0; k < 12; k++) tot[12 * t + k] = src[k];
@@ -86,7 +94,7 @@ static __device__ void cluster_sum_prefix(const double* sh, double* tot, int w, 
   int r = (int)cl.block_rank(), R = (int)cl.num_blocks(), t = threadIdx.x, T = blockDim.x;
   for (int k = 0; k < w; k++) out[k] = 0;
   if (R == 1) return;
-  cl.sync();
+  cluster_sync(cl);
   int before = reverse ? R - 1 - r : r;  // blocks ahead in scan order
   if (t < before) {
     int src_rank = reverse ? r + 1 + t : t;

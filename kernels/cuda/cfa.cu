@@ -84,8 +84,8 @@ __device__ __forceinline__ int cfa_link_thread(const cg::cluster_group& cl) {
 
 // Steps 3-5 of cpu/cfa_cpu.c for the right-hand side in v.taud, by the GT threads of the cluster.
 // refine: a further right-hand side with the stored elimination (multipliers in EK, final factors
-// in D or D2), qdd added to qacc. acc (rank 0's shared accumulators, or NULL): the max of the
-// correction goes to acc[slot], of qacc to acc[2 + slot].
+// in D or D2), qdd added to qacc. acc (the instance's accumulators in global memory, or NULL):
+// the max of the correction goes to acc[slot], of qacc to acc[2 + slot].
 __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_views& v, double* qacc,
                           int refine, unsigned long long* acc, int slot, int gt, int GT, int* error,
                           int profile, int* mk) {
@@ -95,7 +95,7 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
     if (refine) cfd_cfa_rhs_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.R);
     else cfd_cfa_system_row(i, n, v.D0, v.U0, v.dj, sigma, v.taud, v.D, v.U, v.R, v.frow);
   }
-  cl.sync();
+  cluster_sync(cl);
   cfa_mark(profile, gt, mk);  // right-hand side
   int flip = 0, level = 0;
   for (int s = 1; s < n; s *= 2, flip ^= 1, level++) {
@@ -122,7 +122,7 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
         cfd_oee_row(i, s, n, e % 6, Lnext, Lprev, D, U, R, Dn, Un, Rn, E, E + 36);
       }
     }
-    cl.sync();
+    cluster_sync(cl);
   }
   cfa_mark(profile, gt, mk);  // the levels
   double* D = flip ? v.D2 : v.D;  // block diagonal now
@@ -131,7 +131,7 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
     if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) atomicExch(error, CFD_ERR_SINGULAR);
     else cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
   }
-  cl.sync();
+  cluster_sync(cl);
   cfa_mark(profile, gt, mk);  // block-diagonal solve
   // every thread of a warp takes part in the reductions (x = 0 past the last link)
   for (int base = 0; base < n; base += GT) {
@@ -154,9 +154,8 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
            const double* __restrict__ sigma, const double* __restrict__ q,
            const double* __restrict__ qd, const double* __restrict__ tau,
            const double* __restrict__ extra, double* qacc, double* idout, double* work,
-           long stride, int steps, int* error, int profile) {
+           long stride, int steps, unsigned long long* norms, int* error, int profile) {
   extern __shared__ double sh[];
-  __shared__ unsigned long long acc[4];  // rank 0's: the cluster's refinement norms
   cg::cluster_group cl = cg::this_cluster();
   int CL = (int)cl.num_blocks(), n = c.n;
   int gt = (int)cl.block_rank() * blockDim.x + threadIdx.x, GT = CL * blockDim.x;
@@ -169,15 +168,14 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   double* id = idout + b * n;
   double* w = work + b * stride;
   cfa_views v = cfa_views_of(w, n);
-  if (threadIdx.x < 4) acc[threadIdx.x] = 0;
-  unsigned long long* acc0 = cl.map_shared_rank(acc, 0);
+  unsigned long long* acc = norms + 4 * b;  // the refinement's norms, two steps' worth
 
   int mk = 0;
-  cl.sync();
+  cluster_sync(cl);
   cfa_mark(profile, gt, &mk);  // start
   // 1. tau_d = tau - bias
   id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
-  cl.sync();
+  cluster_sync(cl);
   cfa_mark(profile, gt, &mk);  // ID
   // 2. per-link blocks of P^T K P from the ID's local poses
   const double* lp = w;
@@ -194,7 +192,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     v.taud[i] = tb[i] - id[i];
     v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
   }
-  cl.sync();
+  cluster_sync(cl);
   cfa_mark(profile, gt, &mk);  // blocks
   cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error, profile, &mk);
   cfa_mark(profile, gt, &mk);  // qdd
@@ -203,25 +201,24 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   double prev = INFINITY;
   for (int step = 0, done = 0; step < steps && !done; step++) {
     int slot = step % 2;  // this step's norms; the other pair holds the previous step's
-    cl.sync();
+    cluster_sync(cl);
     id_chain(c, qb, qdb, out, id, w, sh, gt, GT, true);  // q, qd as in step 1
-    cl.sync();
+    cluster_sync(cl);
     cfa_mark(profile, gt, &mk);  // ID
     if (gt == 0) acc[slot] = acc[2 + slot] = 0;  // last read two steps ago
     for (int i = lt; i < n; i += GT) v.taud[i] = tb[i] - id[i] - v.dj[i] * out[i];
-    cl.sync();
-    cfa_solve(n, sigma, v, out, 1, acc0, slot, gt, GT, error, profile, &mk);
-    cl.sync();
+    cluster_sync(cl);
+    cfa_solve(n, sigma, v, out, 1, acc, slot, gt, GT, error, profile, &mk);
+    cluster_sync(cl);
     cfa_mark(profile, gt, &mk);  // qdd
-    double corr = __longlong_as_double((long long)acc0[slot]);
-    double size = __longlong_as_double((long long)acc0[2 + slot]);
+    double corr = __longlong_as_double((long long)__ldcg(acc + slot));  // L2: where the atomics are
+    double size = __longlong_as_double((long long)__ldcg(acc + 2 + slot));
     done = cfd_cfa_done(corr, prev, size);  // every thread reads the same: all stop together
     // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
     if ((done || step == steps - 1) && gt == 0 && !cfd_cfa_converged(corr, prev, size))
       atomicExch(error, CFD_ERR_INACCURATE);
     prev = corr;
   }
-  cl.sync();  // no block leaves while another may still update rank 0's accumulators
 }
 
 // Threads per block and blocks per cluster: a thread per row of each equation (6n), on up to 16
@@ -276,7 +273,8 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   return cudaLaunchKernelEx(&cfg, cfa_kernel, g->chain, (const double*)g->jinv,
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
                             qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
-                            g->info + g->capacity, cfd_gpu_cfa_profile);
+                            (unsigned long long*)g->ptrs, g->info + g->capacity,
+                            cfd_gpu_cfa_profile);
 }
 
 int cfd_gpu_cfa_phases(double* us, int max) {

@@ -241,7 +241,7 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * cap);
-  if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 3 * (size_t)cap);
+  if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 4 * (size_t)cap);  // or CFA's 4 norms
   if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 2));
   if (e) {
     free_batch_buffers(g);

@@ -25,7 +25,7 @@ struct cfd_gpu {
   double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
-  double** ptrs;       // cuSOLVER batched pointer arrays (2 * capacity)
+  double** ptrs;       // cuSOLVER batched pointer arrays (2 * capacity); CFA: 4 norms per instance
   int* info;           // cuSOLVER info (capacity) and the kernels' error flag (info[capacity])
   double* solver_work;
   int solver_lwork;

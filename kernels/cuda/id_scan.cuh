@@ -41,6 +41,7 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
   double* V = Sw + 6 * n;     // world velocities
   double* A = V + 6 * n;      // world accelerations
 
+  __syncthreads();  // the last call's readers of the scan buffers are done
   double Vr[6] = {0, 0, 0, 0, 0, 0};
   if (!reuse) {  // poses, world screws and the velocity scan
     // poses: local ones, the run's composition, then the scan
