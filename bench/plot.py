@@ -26,6 +26,10 @@ STYLE = {
     "mujoco.allcores.mj_step": ("MuJoCo mj_step, all cores", "gray", "s"),
     "cuda.rollout.resident": ("chainfd_rollout, states on the GPU", "tab:blue", "D"),
     "cuda.rollout.end_to_end": ("chainfd_rollout, end to end (transfers)", "tab:purple", "o"),
+    "cuda.rollout.end_to_end.pinned": ("chainfd_rollout, end to end, page-locked host arrays",
+                                       "tab:pink", "P"),
+    "cuda.rollout.resident.thread_per_instance": ("chainfd_rollout, a thread per instance",
+                                                  "tab:cyan", "v"),
 }
 
 
@@ -108,12 +112,13 @@ def auto_table(rows, device, path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("json")
+    ap.add_argument("json", nargs="+", help="chainfd-bench-gpu outputs of one machine (merged)")
     ap.add_argument("--out", default=".")
     ap.add_argument("--auto-table", help="also write the backend=auto table (plugin/auto_table.h)")
     a = ap.parse_args()
-    d = json.load(open(a.json))
-    rows = d["results"]
+    d = json.load(open(a.json[0]))
+    rows = [r for path in a.json for r in json.load(open(path))["results"]
+            if not r["fig"].endswith(("_layout", "_variants"))]  # kernel studies: their own files
     dev = f"{d['device'].split(' (')[0]}; host {d['host_cores']} cores; MuJoCo {d['mujoco']}"
     os.makedirs(a.out, exist_ok=True)
     plot(rows, "fig2", None, "n", "Fig. 2: one chain, one forward dynamics",
@@ -123,7 +128,7 @@ def main():
     plot(rows, "fig3", "chain:200,", "B", "Fig. 3: 200 links, B problems",
          os.path.join(a.out, "fig3_n200.png"), dev)
     plot(rows, "arm7", None, "B", "7-dof arm, B problems", os.path.join(a.out, "arm7_batch.png"), dev)
-    for H in (32, 128):
+    for H in (32, 64, 128):
         plot(rows, f"rollout_H{H}", "/", "B", f"Rollouts of the 7-dof arm, H = {H} steps (time per batch)",
              os.path.join(a.out, f"rollout_arm7_H{H}.png"), dev)
     if a.auto_table:
