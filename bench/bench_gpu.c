@@ -194,15 +194,19 @@ static double mj_time(model_set* s, int count, int threads) {
   return now() - t0;
 }
 
-// median seconds per mj_forward, over enough calls to take ~budget seconds
+// median seconds per mj_forward, over enough calls to take ~budget seconds (grown until a run does:
+// a short run on many threads would be mostly thread start-up)
 static double mj_per_call(model_set* s, int threads, double budget) {
-  double t1 = mj_time(s, threads, threads);  // warm-up and a first estimate
-  int count = (int)(budget / (t1 > 1e-7 ? t1 : 1e-7) * threads);
-  if (count < threads) count = threads;
-  if (count > 200000) count = 200000;
+  int count = threads;
+  double took = mj_time(s, count, threads);  // warm-up
+  while (took < budget && count < 20000000) {
+    count = took > 0 ? (int)fmin(count * 8.0, count * 1.2 * budget / took + threads) : count * 8;
+    took = mj_time(s, count, threads);
+  }
   double reps[5];
-  int nrep = t1 * count / threads > 0.5 ? 1 : 5;
-  for (int r = 0; r < nrep; r++) reps[r] = mj_time(s, count, threads) / count;
+  int nrep = took > 0.5 ? 1 : 5;
+  reps[0] = took / count;
+  for (int r = 1; r < nrep; r++) reps[r] = mj_time(s, count, threads) / count;
   return median(reps, nrep);
 }
 
@@ -513,17 +517,24 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       chainfd_rollout_get_state(m, datas[0], pool_init + (size_t)k * nx);
     }
     for (size_t k = 0; k < (size_t)POOL * H * nu; k++) pool_ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
-    // MuJoCo on all cores: per env-step cost with every core busy
+    // MuJoCo on all cores: per env-step cost with every core busy, over at least `budget` seconds
+    // (a short run would be mostly thread start-up)
     int mjB = cores * 4;
-    pthread_t tid[256];
-    step_job jobs[256];
-    double t0 = now();
-    for (int t = 0; t < cores; t++) {
-      jobs[t] = (step_job){m, datas[t], pool_init, pool_ctrl, t * (mjB / cores), mjB / cores, H, nx};
-      pthread_create(&tid[t], NULL, step_worker, &jobs[t]);
+    double mj_rate = 0;
+    for (int tries = 0; tries < 12; tries++) {
+      pthread_t tid[256];
+      step_job jobs[256];
+      double t0 = now();
+      for (int t = 0; t < cores; t++) {
+        jobs[t] = (step_job){m, datas[t], pool_init, pool_ctrl, t * (mjB / cores), mjB / cores, H, nx};
+        pthread_create(&tid[t], NULL, step_worker, &jobs[t]);
+      }
+      for (int t = 0; t < cores; t++) pthread_join(tid[t], NULL);
+      double took = now() - t0;
+      mj_rate = (double)mjB * H / took;
+      if (took >= budget) break;
+      mjB *= 2;
     }
-    for (int t = 0; t < cores; t++) pthread_join(tid[t], NULL);
-    double mj_rate = (double)mjB * H / (now() - t0);
     for (int B = 1; B <= maxB; B *= 4) {
       double* init = malloc(sizeof(double) * (size_t)B * nx);
       double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));

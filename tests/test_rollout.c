@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
       gpu_against_cpu(small, mjINT_EULER, 5, 40, 0);
     }
     cfd_gpu_rollout_lanes = 1;
+    // two actuators on one joint: lane 0 sums them in the CPU's order
+    gpu_against_cpu(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST,
+                    21, 60, 0);
     // the batch split across every visible device (one here, or several on a multi-GPU host)
     printf("CUDA devices: %d\n", cfd_gpu_device_count());
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 64, CHAINFD_ALL_GPUS);
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   }
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9);
+  against_mujoco(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST, 3, 100, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/double_pendulum.xml", mjINT_EULER, 3, 200, 1e-9);
   against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
                  mjINT_EULER, 3, 100, 1e-9);

@@ -17,6 +17,7 @@ struct cfd_gpu_rollout {
   cfd_rollout_params params;    // device arrays
   void* param_block;            // one allocation behind params' arrays
   int capacity, staged_B, staged_H;
+  int distinct_dofs;            // every actuator drives its own joint
   double *work, *init, *ctrl, *out;
   int* error;
   cudaStream_t stream;
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(LANES_BLOCK)
 rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
-                     int* error) {
+                     int distinct, int* error) {
   extern __shared__ double sh[];
   int n = p.n, lane = threadIdx.x % LANES, r = lane < 6 ? lane : 5;
   long b = (long)blockIdx.x * (LANES_BLOCK / LANES) + threadIdx.x / LANES;
@@ -150,26 +151,29 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
       cfd_aba_link(&c, i, q[i], 0, NULL, Rs + 9 * i, ps + 3 * i, NULL, NULL);
     }
     __syncwarp();
-    if (lane == 0) {  // actuators (several may drive one joint), then the velocities
+    // actuators: lanes take them in turn where each drives its own joint; lane 0 alone when
+    // several share one (their forces then add in the CPU's order)
+    for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1) {
       const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
-      for (int a = 0; a < p.nu; a++) {
-        int i = p.act_dof[a];
-        double g = p.gear[a], u = u_t[a];
-        const double* cr = p.ctrlrange + 2 * a;
-        if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
-        double len = g * qpos[i], vel = g * qvel[i];
-        const double* G = p.gain + 3 * a;
-        const double* Bi = p.bias + 3 * a;
-        double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
-        const double* fr = p.forcerange + 2 * a;
-        int saturated = 0;
-        if (fr[0] < fr[1]) {
-          saturated = force <= fr[0] || force >= fr[1];
-          force = fmin(fmax(force, fr[0]), fr[1]);
-        }
-        tau[i] += g * force;
-        if (p.integrator == CFD_INT_IMPLICITFAST && !saturated) diag[i] -= h * g * g * (G[2] * u + Bi[2]);
+      int i = p.act_dof[a];
+      double g = p.gear[a], u = u_t[a];
+      const double* cr = p.ctrlrange + 2 * a;
+      if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
+      double len = g * qpos[i], vel = g * qvel[i];
+      const double* G = p.gain + 3 * a;
+      const double* Bi = p.bias + 3 * a;
+      double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
+      const double* fr = p.forcerange + 2 * a;
+      int saturated = 0;
+      if (fr[0] < fr[1]) {
+        saturated = force <= fr[0] || force >= fr[1];
+        force = fmin(fmax(force, fr[0]), fr[1]);
       }
+      tau[i] += g * force;
+      if (p.integrator == CFD_INT_IMPLICITFAST && !saturated) diag[i] -= h * g * g * (G[2] * u + Bi[2]);
+    }
+    __syncwarp();
+    if (lane == 0) {  // the velocities
       double V[6] = {0, 0, 0, 0, 0, 0};
       for (int i = 0; i < n; i++) {
         const double* S = c.screw + 6 * i;
@@ -304,6 +308,9 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   r->chain.qpos0 = NULL;
   r->chain.body = r->chain.jnt = r->chain.dof = r->chain.qpos = NULL;
   r->params = *p;
+  r->distinct_dofs = 1;
+  for (int a = 0; a < nu; a++)
+    for (int k = 0; k < a; k++) r->distinct_dofs &= p->act_dof[a] != p->act_dof[k];
   cudaError_t e = cudaSetDevice(device);
   if (!e) e = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking);
   if (!e) e = cudaEventCreate(&r->start);
@@ -403,7 +410,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     int groups = LANES_BLOCK / LANES;
     rollout_lanes_kernel<<<(B + groups - 1) / groups, LANES_BLOCK,
                            sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
+        r->error);
   } else if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
