@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
 // array the hardware interleaves and caches in L1), in full (not lean) mode, so that each link's
 // pose is computed once instead of three times. On the H100 (bench --only abia,
 // h100_abia_variants.txt): arm7 B = 4096 9.5e7 FD/s against 8.1e7 global lean; from B = 16384 on,
-// where L1 no longer holds every thread's scratch, global lean wins (5.8e8 against 4.0e8 at 65536).
+// where L1 no longer holds every thread's scratch, global lean wins (5.9e8 against 4.1e8 at 65536).
+// Full mode with global scratch (measured once, in that file) never wins, 200 links included.
 #define ABIA_LOCAL_MAX_N 16
 
 template <int LEAN>
