@@ -1,6 +1,6 @@
 // CFA on the GPU: the steps of cpu/cfa_cpu.c, through the same per-link functions (cfa_blocks.h),
 // in one kernel launch for the whole solve and its iterative refinement. Each instance is one
-// thread-block cluster (up to 16 blocks on 16 SMs, CUDA 9.0+ hardware); its threads share the
+// thread-block cluster (up to 16 blocks on 16 SMs; compute capability 9.0+); its threads share the
 // chain's links:
 //   bias by the scan-based ID (id_scan.cuh: runs of links per thread)
 //   -> blocks of P^T K P -> system rows                       (links in turn per thread)
