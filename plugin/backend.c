@@ -66,6 +66,7 @@ struct cfd_solver {
   double* tau;
   double* qacc;
   double* xfrc_work;
+  double* pair;  // GPU: the two states of cfd_solver_fd2 (q, qd, tau, diag, qacc; 2n each)
 };
 
 void cfd_solver_free(cfd_solver* s) {
@@ -73,6 +74,7 @@ void cfd_solver_free(cfd_solver* s) {
   cfd_chain_free(&s->chain);
   cfd_gpu_free(s->gpu);
   free(s->work); free(s->q); free(s->qd); free(s->tau); free(s->qacc); free(s->xfrc_work);
+  free(s->pair);
   free(s);
 }
 
@@ -135,6 +137,38 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
   }
   return s->backend->fd(&s->chain, q, qd, tau, extra_diag, qacc, s->work);
 }
+
+int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                   const double* extra_diag, double* qacc, double* qacc_diag) {
+  int n = s->chain.n;
+  // two solves on the CPU, which has nothing to share between them, and for cuda.jsiia, whose
+  // batched cuSOLVER path is slower for two states than its single-matrix one twice
+  // (bench/results/h100_bench_step.txt)
+  if (!s->gpu || s->backend->gpu_algorithm == CFD_GPU_JSIIA) {
+    int st = cfd_solver_fd(s, q, qd, tau, NULL, qacc);
+    return st ? st : cfd_solver_fd(s, q, qd, tau, extra_diag, qacc_diag);
+  }
+  if (cfd_check_finite(q, n) || cfd_check_finite(qd, n) || cfd_check_finite(tau, n))
+    return CFD_ERR_NONFINITE;
+  if (!s->pair && !(s->pair = malloc(sizeof(double) * 10 * (size_t)n))) {
+    snprintf(s->gpu_err, sizeof s->gpu_err, "out of host memory");
+    return CFD_ERR_GPU;
+  }
+  double *q2 = s->pair, *qd2 = q2 + 2 * n, *tau2 = qd2 + 2 * n, *d2 = tau2 + 2 * n, *out = d2 + 2 * n;
+  for (int k = 0; k < 2; k++) {
+    memcpy(q2 + k * n, q, sizeof(double) * n);
+    memcpy(qd2 + k * n, qd, sizeof(double) * n);
+    memcpy(tau2 + k * n, tau, sizeof(double) * n);
+  }
+  for (int i = 0; i < n; i++) d2[i] = 0, d2[n + i] = extra_diag[i];
+  if (cfd_gpu_fd(s->gpu, 2, q2, qd2, tau2, d2, out, CFD_HOST, s->gpu_err, sizeof s->gpu_err))
+    return CFD_ERR_GPU;
+  memcpy(qacc, out, sizeof(double) * n);
+  memcpy(qacc_diag, out + n, sizeof(double) * n);
+  return CFD_OK;
+}
+
+int cfd_solver_is_gpu(const cfd_solver* s) { return s->gpu != NULL; }
 
 const char* cfd_solver_error(const cfd_solver* s, int status) {
   return status == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(status);

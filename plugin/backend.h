@@ -54,6 +54,13 @@ int cfd_solver_qacc(cfd_solver* s, const mjModel* m, const mjData* d, const doub
 // The same from the chain's own state vectors (link order), for benchmarks and tests.
 int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double* tau,
                   const double* extra_diag, double* qacc);
+// Both qacc (no extra diagonal) and qacc_diag (extra_diag added) for one state: on cuda.abia and
+// cuda.cfa one batch of two, which costs about one solve; elsewhere two solves. Same statuses as
+// cfd_solver_fd; on failure either may have been written.
+int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                   const double* extra_diag, double* qacc, double* qacc_diag);
+// Whether the back end runs on a GPU.
+int cfd_solver_is_gpu(const cfd_solver* s);
 // What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
 const char* cfd_solver_error(const cfd_solver* s, int status);
 

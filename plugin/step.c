@@ -68,6 +68,7 @@ struct chainfd_stepper {
   const double *q, *qd, *tau;
 
   double* qacc_used;          // nv: the acceleration the integrator applies
+  int have_used;              // evaluate_ex computed qacc_used (GPU: with qacc, in one batch)
   double* diag;               // nv: joint-diagonal term of the integrator
   double* rk;                 // RK4: X[4] (nq+nv+na), F[4] (nv+na), dX (2nv+na)
 
@@ -309,8 +310,17 @@ static void describe_constraints(const mjData* d, char* why, int size) {
 // MuJoCo steps or the call is refused, never an inaccurate or NaN step
 enum { EVAL_OK = 0, EVAL_CONSTRAINED = 1, EVAL_FAILED = 2 };
 
-static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors) {
+// The integrator's joint-diagonal solve, done inside evaluate on a GPU back end, where a batch of
+// two states (without and with the diagonal) costs about one solve: DIAG_EULER (implicit
+// damping), DIAG_IMPLICITFAST. s->have_used says whether s->qacc_used holds its result.
+enum { DIAG_NONE = 0, DIAG_EULER = 1, DIAG_IMPLICITFAST = 2 };
+static int euler_damping_diag(const mjModel* m, const mjData* d, double* diag);
+static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, char* why, int size);
+
+static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors,
+                       int diag_kind) {
   int nv = m->nv;
+  s->have_used = 0;
 
   // position stage: MuJoCo's mj_fwdPosition without the mass matrix
   d->flg_energypos = 0;
@@ -343,7 +353,21 @@ static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_se
   // acceleration: qfrc_smooth as MuJoCo sums it, qacc from the chain
   cfd_solver_gather(s->solver, m, d, &s->q, &s->qd, &s->tau);
   for (int i = 0; i < nv; i++) d->qfrc_smooth[i] = s->tau[i] - d->qfrc_bias[i];
-  int st = cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
+  int with_diag = 0;
+  if (diag_kind != DIAG_NONE && cfd_solver_is_gpu(s->solver)) {
+    if (diag_kind == DIAG_EULER) {
+      with_diag = euler_damping_diag(m, d, s->diag);
+    } else {
+      char why[MSG_SIZE];
+      if (implicitfast_diag(m, d, s->diag, why, sizeof why)) {
+        snprintf(s->solver_failure, sizeof s->solver_failure, "%s", why);
+        return EVAL_FAILED;
+      }
+      with_diag = 1;
+    }
+  }
+  int st = with_diag ? cfd_solver_fd2(s->solver, s->q, s->qd, s->tau, s->diag, d->qacc, s->qacc_used)
+                     : cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
   if (st == CFD_ERR_NONFINITE) {
     // a non-finite state: qacc is NaN, which mj_checkAcc treats as MuJoCo would
     for (int i = 0; i < nv; i++) d->qacc[i] = NAN;
@@ -352,6 +376,7 @@ static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_se
              cfd_solver_backend(s->solver)->name, cfd_solver_error(s->solver, st));
     return EVAL_FAILED;
   }
+  s->have_used = with_diag && !st;
   memcpy(d->qacc_smooth, d->qacc, sizeof(double) * nv);
   memset(d->qfrc_constraint, 0, sizeof(double) * nv);
   memset(d->solver_niter, 0, sizeof(d->solver_niter));
@@ -361,6 +386,10 @@ static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_se
     mj_sensorAcc(m, d);
   }
   return EVAL_OK;
+}
+
+static int evaluate(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors) {
+  return evaluate_ex(s, m, d, skip_sensors, DIAG_NONE);
 }
 
 // --- integrator pieces -------------------------------------------------------------------------------
@@ -623,7 +652,10 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   mj_checkPos(m, d);
   mj_checkVel(m, d);
   char msg[MSG_SIZE];
-  int ev = evaluate(s, m, d, 0);
+  int kind = m->opt.integrator == mjINT_EULER          ? DIAG_EULER
+             : m->opt.integrator == mjINT_IMPLICITFAST ? DIAG_IMPLICITFAST
+                                                       : DIAG_NONE;
+  int ev = evaluate_ex(s, m, d, 0, kind);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
   if (ev == EVAL_CONSTRAINED) {
     describe_constraints(d, msg, sizeof msg);
@@ -633,7 +665,7 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   int resets = d->warning[mjWARN_BADQACC].number;
   mj_checkAcc(m, d);
   if (d->warning[mjWARN_BADQACC].number != resets && !disabled(m, mjDSBL_AUTORESET)) {
-    ev = evaluate(s, m, d, 0);
+    ev = evaluate_ex(s, m, d, 0, kind);
     if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
     if (ev == EVAL_CONSTRAINED) {
       describe_constraints(d, msg, sizeof msg);
@@ -643,7 +675,9 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
 
   switch (m->opt.integrator) {
     case mjINT_EULER:
-      if (euler_damping_diag(m, d, s->diag)) {
+      if (s->have_used) {
+        advance(m, d, d->act_dot, s->qacc_used, NULL);
+      } else if (euler_damping_diag(m, d, s->diag)) {
         if (solve_with_diag(s, m, s->diag, s->qacc_used))
           return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
         advance(m, d, d->act_dot, s->qacc_used, NULL);
@@ -652,6 +686,10 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
       }
       break;
     case mjINT_IMPLICITFAST:
+      if (s->have_used) {
+        advance(m, d, d->act_dot, s->qacc_used, NULL);
+        break;
+      }
       if (implicitfast_diag(m, d, s->diag, msg, sizeof msg))
         return hand_over(s, m, d, 1, SAID_SOLVER, msg);  // d's state is still the step's start
       if (solve_with_diag(s, m, s->diag, s->qacc_used))

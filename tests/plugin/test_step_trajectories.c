@@ -7,6 +7,8 @@
 // bound); <= 1e-8 for the other models (longer, faster or stiffer chains amplify rounding more);
 // qvel within 100x those; and the rest of mjData that the step writes (act, time, qacc_warmstart,
 // sensordata, qfrc_actuator, actuator_force, energy) close as well.
+// --gpu: the same for the GPU back ends (label gpu; exit 77, SKIPPED, without a CUDA device), whose
+// Euler and implicitfast steps solve with and without the joint diagonal in one batch of two.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "backend.h"
 #include "chain_gen.h"
 #include "chainfd.h"
+#include "chainfd_batch.h"
 #include "mj_random.h"
 #include "test_util.h"
 
@@ -47,6 +50,7 @@ static double max_abs_diff(const double* a, const double* b, int n) {
 }
 
 static double worst_table[16][3][8];  // model, integrator, back end
+static int gpu_mode;  // --gpu: the cuda.* back ends on device 0
 
 static void run_case(int ci, const model_case* mc) {
   char err[1024];
@@ -67,15 +71,16 @@ static void run_case(int ci, const model_case* mc) {
     m->opt.integrator = integrators[k].integrator;
     for (int b = 0; b < cfd_backend_count(); b++) {
       const char* name = cfd_backend_get(b)->name;
-      if (strncmp(name, "cpu.", 4)) continue;  // GPU back ends have their own tests
-      cfd_solver* probe = cfd_solver_create(m, name, err, sizeof err);
+      if (strncmp(name, gpu_mode ? "cuda." : "cpu.", gpu_mode ? 5 : 4)) continue;
+      cfd_solver* probe = gpu_mode ? cfd_solver_create_on(m, name, 0, err, sizeof err)
+                                   : cfd_solver_create(m, name, err, sizeof err);
       if (!probe) {  // e.g. CFA on a body with two joints: a refusal has its own tests
         printf("%-36.36s %-12s %-10s refused: %.60s\n", mc->source, integrators[k].name, name, err);
         worst_table[ci][k][b] = -1;
         continue;
       }
       cfd_solver_free(probe);
-      chainfd_config cfg = {name, NULL, "cpu", "error"};
+      chainfd_config cfg = {name, NULL, gpu_mode ? "0" : "cpu", "error"};
       chainfd_stepper* s = chainfd_stepper_create(m, &cfg, name, err, sizeof err);
       EXPECT(s != NULL, "%s: %s", name, err);
       if (!s) continue;
@@ -127,7 +132,12 @@ static void run_case(int ci, const model_case* mc) {
   mj_deleteModel(m);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  gpu_mode = argc > 1 && !strcmp(argv[1], "--gpu");
+  if (gpu_mode && cfd_gpu_device_count() == 0) {
+    printf("SKIPPED: no CUDA device\n");
+    return 77;
+  }
   int ncase = (int)(sizeof(cases) / sizeof(cases[0]));
   for (int c = 0; c < ncase; c++) run_case(c, &cases[c]);
 
