@@ -107,70 +107,73 @@ CFD_HD int cfd_oee_factor(const double* D, int j, double L[36]) {
   return cfd_chol_factor(L, 6, 6);
 }
 
-// Row c of one equation's update from its blocks: Drow = row c of D_i, r = R_i[c]; Lnext, Ui, Rs:
-// the factor of D_{i+s}, U_i and R_{i+s} (Lnext NULL when i+s >= n); Lprev, Um, Rm: those of
-// D_{i-s}, U_{i-s}, R_{i-s} (Lprev NULL when i < s); Up = U_{i+s} (NULL when i+2s >= n). Writes
-// row c of D_i', U_i', R_i'[c], and column c of E_i^T and K_i^T into Eo and Ko (zero where absent).
-// The blocks may sit anywhere (the GPU stages them in shared memory).
-CFD_HD void cfd_oee_row_blocks(int c, const double* CFD_RESTRICT Drow, double r,
-                               const double* CFD_RESTRICT Lnext, const double* CFD_RESTRICT Ui,
-                               const double* CFD_RESTRICT Rs, const double* CFD_RESTRICT Lprev,
-                               const double* CFD_RESTRICT Um, const double* CFD_RESTRICT Rm,
-                               const double* CFD_RESTRICT Up, double* CFD_RESTRICT Dn_row,
-                               double* CFD_RESTRICT Rn_c, double* CFD_RESTRICT Un_row,
-                               double* CFD_RESTRICT Eo, double* CFD_RESTRICT Ko) {
-  double row[6], e[6], k[6];
-  for (int m = 0; m < 6; m++) row[m] = Drow[m], e[m] = k[m] = 0;
-  if (Lnext) {  // row c of E_i; row c of E_i U_i^T and E_i R_{i+s}
-    for (int m = 0; m < 6; m++) e[m] = Ui[6 * c + m];
-    cfd_chol_solve(Lnext, 6, 6, e, 1, 1);
-    for (int m = 0; m < 6; m++) {
-      double t = 0;
-      for (int j = 0; j < 6; j++) t += e[j] * Ui[6 * m + j];
-      row[m] -= t;
-    }
-    double t = 0;
-    for (int j = 0; j < 6; j++) t += e[j] * Rs[j];
-    r -= t;
-  }
-  if (Lprev) {  // row c of K_i; row c of K_i U_{i-s} and K_i R_{i-s}
-    for (int m = 0; m < 6; m++) k[m] = Um[6 * m + c];
-    cfd_chol_solve(Lprev, 6, 6, k, 1, 1);
-    for (int m = 0; m < 6; m++) {
-      double t = 0;
-      for (int j = 0; j < 6; j++) t += k[j] * Um[6 * j + m];
-      row[m] -= t;
-    }
-    double t = 0;
-    for (int j = 0; j < 6; j++) t += k[j] * Rm[j];
-    r -= t;
-  }
-  for (int m = 0; m < 6; m++) {
-    Dn_row[m] = row[m];
-    Eo[6 * m + c] = e[m];
-    Ko[6 * m + c] = k[m];
-  }
-  *Rn_c = r;
-  for (int m = 0; m < 6; m++) {  // U_i' = -E_i U_{i+s}: the new coupling to x_{i+2s}
-    double t = 0;
-    if (Up)
-      for (int j = 0; j < 6; j++) t += e[j] * Up[6 * j + m];
-    Un_row[m] = -t;
-  }
+// Row c of equation i's update, in parts, so that a GPU thread holds one 6x6 factor at a time:
+// begin (row c of D_i, R_i[c]), next (with the factor L of D_{i+s}: row c of E_i, and E_i's terms),
+// prev (with the factor of D_{i-s}: row c of K_i, and K_i's terms), end (the next level's rows).
+typedef struct {
+  double row[6], r, e[6], k[6];  // row c of D_i' and R_i'[c] so far; rows c of E_i and K_i
+} cfd_oee_rowacc;
+
+CFD_HD void cfd_oee_row_begin(int i, int c, const double* CFD_RESTRICT D,
+                              const double* CFD_RESTRICT R, cfd_oee_rowacc* a) {
+  for (int m = 0; m < 6; m++) a->row[m] = D[36 * i + 6 * c + m], a->e[m] = a->k[m] = 0;
+  a->r = R[6 * i + c];
 }
 
-// Row c of equation i's update at stride s, reading this level's D, U, R and writing the next
-// level's Dn, Un, Rn. Lnext, Lprev: the factors of D_{i+s} and D_{i-s} (cfd_oee_factor; unused
-// where the neighbour is absent).
-CFD_HD void cfd_oee_row(int i, int s, int n, int c, const double* Lnext, const double* Lprev,
-                        const double* D, const double* U, const double* R, double* Dn, double* Un,
-                        double* Rn, double* Eo, double* Ko) {
-  int next = i + s < n, prev = i - s >= 0;
-  cfd_oee_row_blocks(c, D + 36 * i + 6 * c, R[6 * i + c], next ? Lnext : NULL, U + 36 * i,
-                     next ? R + 6 * (i + s) : NULL, prev ? Lprev : NULL,
-                     prev ? U + 36 * (i - s) : NULL, prev ? R + 6 * (i - s) : NULL,
-                     i + 2 * s < n ? U + 36 * (i + s) : NULL, Dn + 36 * i + 6 * c, Rn + 6 * i + c,
-                     Un + 36 * i + 6 * c, Eo, Ko);
+// i + s < n: E_i = U_i D_{i+s}^-1, so row c of E_i solves D_{i+s} e = (row c of U_i)^T
+CFD_HD void cfd_oee_row_next(int i, int s, int c, const double* CFD_RESTRICT L,
+                             const double* CFD_RESTRICT U, const double* CFD_RESTRICT R,
+                             cfd_oee_rowacc* a) {
+  const double* Ui = U + 36 * i;
+  const double* Rs = R + 6 * (i + s);
+  for (int m = 0; m < 6; m++) a->e[m] = Ui[6 * c + m];
+  cfd_chol_solve(L, 6, 6, a->e, 1, 1);
+  for (int m = 0; m < 6; m++) {  // row c of E_i U_i^T
+    double t = 0;
+    for (int j = 0; j < 6; j++) t += a->e[j] * Ui[6 * m + j];
+    a->row[m] -= t;
+  }
+  double t = 0;
+  for (int j = 0; j < 6; j++) t += a->e[j] * Rs[j];
+  a->r -= t;
+}
+
+// i >= s: K_i = U_{i-s}^T D_{i-s}^-1, so row c of K_i solves D_{i-s} k = column c of U_{i-s}
+CFD_HD void cfd_oee_row_prev(int i, int s, int c, const double* CFD_RESTRICT L,
+                             const double* CFD_RESTRICT U, const double* CFD_RESTRICT R,
+                             cfd_oee_rowacc* a) {
+  const double* Um = U + 36 * (i - s);
+  const double* Rm = R + 6 * (i - s);
+  for (int m = 0; m < 6; m++) a->k[m] = Um[6 * m + c];
+  cfd_chol_solve(L, 6, 6, a->k, 1, 1);
+  for (int m = 0; m < 6; m++) {  // row c of K_i U_{i-s}
+    double t = 0;
+    for (int j = 0; j < 6; j++) t += a->k[j] * Um[6 * j + m];
+    a->row[m] -= t;
+  }
+  double t = 0;
+  for (int j = 0; j < 6; j++) t += a->k[j] * Rm[j];
+  a->r -= t;
+}
+
+// Writes row c of D_i', U_i' = -E_i U_{i+s} (the new coupling to x_{i+2s}), R_i'[c], and column c
+// of E_i^T and K_i^T into Eo and Ko (zero where absent), for further right-hand sides
+// (cfd_oee_rhs_row).
+CFD_HD void cfd_oee_row_end(int i, int s, int n, int c, const double* CFD_RESTRICT U,
+                            const cfd_oee_rowacc* a, double* CFD_RESTRICT Dn,
+                            double* CFD_RESTRICT Un, double* CFD_RESTRICT Rn,
+                            double* CFD_RESTRICT Eo, double* CFD_RESTRICT Ko) {
+  const double* Up = U + 36 * (i + s);
+  for (int m = 0; m < 6; m++) {
+    Dn[36 * i + 6 * c + m] = a->row[m];
+    Eo[6 * m + c] = a->e[m];
+    Ko[6 * m + c] = a->k[m];
+    double t = 0;
+    if (i + 2 * s < n)
+      for (int j = 0; j < 6; j++) t += a->e[j] * Up[6 * j + m];
+    Un[36 * i + 6 * c + m] = -t;
+  }
+  Rn[6 * i + c] = a->r;
 }
 
 // Equation i's update, all six rows (the CPU reference). Returns nonzero when a neighbour's D is
@@ -178,9 +181,16 @@ CFD_HD void cfd_oee_row(int i, int s, int n, int c, const double* Lnext, const d
 CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U, const double* R,
                           double* Dn, double* Un, double* Rn, double* Eo, double* Ko) {
   double Lnext[36], Lprev[36];
-  if (i + s < n && cfd_oee_factor(D, i + s, Lnext)) return 1;
-  if (i - s >= 0 && cfd_oee_factor(D, i - s, Lprev)) return 1;
-  for (int c = 0; c < 6; c++) cfd_oee_row(i, s, n, c, Lnext, Lprev, D, U, R, Dn, Un, Rn, Eo, Ko);
+  int next = i + s < n, prev = i - s >= 0;
+  if (next && cfd_oee_factor(D, i + s, Lnext)) return 1;
+  if (prev && cfd_oee_factor(D, i - s, Lprev)) return 1;
+  for (int c = 0; c < 6; c++) {
+    cfd_oee_rowacc a;
+    cfd_oee_row_begin(i, c, D, R, &a);
+    if (next) cfd_oee_row_next(i, s, c, Lnext, U, R, &a);
+    if (prev) cfd_oee_row_prev(i, s, c, Lprev, U, R, &a);
+    cfd_oee_row_end(i, s, n, c, U, &a, Dn, Un, Rn, Eo, Ko);
+  }
   return 0;
 }
 

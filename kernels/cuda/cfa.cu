@@ -111,15 +111,26 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
       }
     } else {
       for (int e = gt; e < 6 * n; e += GT) {  // a thread per row; each factors the neighbours
-        int i = e / 6;
+        int i = e / 6, row = e % 6;               // itself, one at a time (registers)
         double* E = v.EK + (size_t)72 * n * level + 72 * i;
-        double Lnext[36], Lprev[36];
-        if ((i + s < n && cfd_oee_factor(D, i + s, Lnext)) ||
-            (i - s >= 0 && cfd_oee_factor(D, i - s, Lprev))) {
-          atomicExch(error, CFD_ERR_SINGULAR);
-          continue;
+        double L[36];
+        cfd_oee_rowacc a;
+        cfd_oee_row_begin(i, row, D, R, &a);
+        if (i + s < n) {
+          if (cfd_oee_factor(D, i + s, L)) {
+            atomicExch(error, CFD_ERR_SINGULAR);
+            continue;
+          }
+          cfd_oee_row_next(i, s, row, L, U, R, &a);
         }
-        cfd_oee_row(i, s, n, e % 6, Lnext, Lprev, D, U, R, Dn, Un, Rn, E, E + 36);
+        if (i - s >= 0) {
+          if (cfd_oee_factor(D, i - s, L)) {
+            atomicExch(error, CFD_ERR_SINGULAR);
+            continue;
+          }
+          cfd_oee_row_prev(i, s, row, L, U, R, &a);
+        }
+        cfd_oee_row_end(i, s, n, row, U, &a, Dn, Un, Rn, E, E + 36);
       }
     }
     cluster_sync(cl);
