@@ -76,9 +76,9 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
 }
 
 static void free_batch_buffers(cfd_gpu* g) {
-  cudaFree(g->q); cudaFree(g->qd); cudaFree(g->tau); cudaFree(g->extra); cudaFree(g->qacc);
+  cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
-  g->q = g->qd = g->tau = g->extra = g->qacc = g->bias = g->resid = g->work = NULL;
+  g->staging = g->host = g->bias = g->resid = g->work = NULL;
   g->ptrs = NULL;
   g->info = NULL;
   g->capacity = 0;
@@ -231,12 +231,9 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   free_batch_buffers(g);
   size_t vec = sizeof(double) * (size_t)staged * n;
   cudaError_t e = cudaSuccess;
-  if (staged) {
-    e = cudaMalloc(&g->q, vec);
-    if (!e) e = cudaMalloc(&g->qd, vec);
-    if (!e) e = cudaMalloc(&g->tau, vec);
-    if (!e) e = cudaMalloc(&g->extra, vec);
-    if (!e) e = cudaMalloc(&g->qacc, vec);
+  if (staged) {  // one block each side, so that a call moves its inputs and its qacc in one copy
+    e = cudaMalloc(&g->staging, 5 * vec);
+    if (!e) e = cudaMallocHost(&g->host, 5 * vec + sizeof(double));
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
@@ -268,15 +265,17 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   if (ensure_buffers(g, B, chunk, host, err, err_size)) return 1;
   const double *dq = q, *dqd = qd, *dtau = tau, *dextra = extra_diag;
   double* dqacc = qacc;
-  size_t vec = sizeof(double) * (size_t)B * n;
-  if (host) {
-    e = cudaMemcpyAsync(g->q, q, vec, cudaMemcpyHostToDevice, g->stream);
-    if (!e) e = cudaMemcpyAsync(g->qd, qd, vec, cudaMemcpyHostToDevice, g->stream);
-    if (!e) e = cudaMemcpyAsync(g->tau, tau, vec, cudaMemcpyHostToDevice, g->stream);
-    if (!e && extra_diag) e = cudaMemcpyAsync(g->extra, extra_diag, vec, cudaMemcpyHostToDevice, g->stream);
+  size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
+  if (host) {  // packed into page-locked memory, then one copy up: [q qd tau extra]
+    int nin = extra_diag ? 4 : 3;
+    memcpy(g->host, q, vec);
+    memcpy(g->host + bn, qd, vec);
+    memcpy(g->host + 2 * bn, tau, vec);
+    if (extra_diag) memcpy(g->host + 3 * bn, extra_diag, vec);
+    e = cudaMemcpyAsync(g->staging, g->host, nin * vec, cudaMemcpyHostToDevice, g->stream);
     if (e) return fail(err, err_size, "copying the states to the device", e);
-    dq = g->q; dqd = g->qd; dtau = g->tau; dextra = extra_diag ? g->extra : NULL;
-    dqacc = g->qacc;
+    dq = g->staging; dqd = dq + bn; dtau = dqd + bn; dextra = extra_diag ? dtau + bn : NULL;
+    dqacc = g->staging + 4 * bn;
   }
   int* error_flag = g->info + g->capacity;
   e = cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
@@ -323,21 +322,21 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
       }
     }
   }
-  int status = 0;
+  // the status (and, for host arrays, qacc) down in one synchronisation; qacc reaches the
+  // caller's array only when the kernels succeeded
+  int* status = host ? (int*)(g->host + 5 * bn) : &g->status;
   e = cudaEventRecord(g->stop, g->stream);
-  if (!e) e = cudaMemcpyAsync(&status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  if (!e) e = cudaMemcpyAsync(status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  if (!e && host)
+    e = cudaMemcpyAsync(g->host + 4 * bn, dqacc, vec, cudaMemcpyDeviceToHost, g->stream);
   if (!e) e = cudaStreamSynchronize(g->stream);
   if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
-  if (status) {
-    snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(status));
+  if (*status) {
+    snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(*status));
     return 1;
   }
   if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;  // timing only
-  if (host) {
-    e = cudaMemcpyAsync(qacc, g->qacc, vec, cudaMemcpyDeviceToHost, g->stream);
-    if (!e) e = cudaStreamSynchronize(g->stream);
-    if (e) return fail(err, err_size, "copying qacc back", e);
-  }
+  if (host) memcpy(qacc, g->host + 4 * bn, vec);
   return 0;
 }
 

@@ -21,7 +21,8 @@ struct cfd_gpu {
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
   int capacity;        // instances the scratch below holds (one launch chunk)
   int staged;          // instances the host-staging vectors hold
-  double *q, *qd, *tau, *extra, *qacc;  // [B][n] staging for host arrays
+  double* staging;      // host arrays on the device: q, qd, tau, extra, qacc ([B][n] each, packed)
+  double* host;         // page-locked: the same five, packed, then the kernels' status (one int)
   double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
@@ -33,6 +34,7 @@ struct cfd_gpu {
   cudaStream_t stream;
   cudaEvent_t start, stop;
   float last_ms;
+  int status;           // the kernels' status, copied down (device arrays)
 };
 
 // Scratch doubles one instance needs for algorithm alg on n links.
