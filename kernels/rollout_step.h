@@ -45,6 +45,38 @@ CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride, int lean) {
   return work + (long)(cfd_aba_link_doubles(lean) + 5) * n * stride;
 }
 
+// Dof i's chain coordinate q = qpos - qpos0, passive force (into tau) and joint-diagonal term.
+CFD_HD void cfd_rollout_passive(const cfd_rollout_params* p, int i, double x, double v, double* q,
+                                double* tau, double* diag) {
+  int implicit = p->integrator == CFD_INT_IMPLICITFAST || p->implicit_damping;
+  *q = x - p->qpos0[i];
+  *tau = -p->stiffness[i] * (x - p->springref[i]) - p->damping[i] * v;
+  *diag = implicit ? p->h * p->damping[i] : 0;
+}
+
+// Actuator a under control u: its joint force added to tau (and, implicitfast, its velocity
+// derivative to diag) of its dof; qpos, qvel, tau, diag are per dof, entries `stride` apart.
+CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, double u, const double* qpos,
+                                 const double* qvel, double* tau, double* diag, long stride) {
+  int i = p->act_dof[a];
+  double g = p->gear[a], h = p->h;
+  const double* cr = p->ctrlrange + 2 * a;
+  if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
+  double len = g * qpos[i * stride], vel = g * qvel[i * stride];
+  const double* G = p->gain + 3 * a;
+  const double* Bi = p->bias + 3 * a;
+  double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
+  const double* fr = p->forcerange + 2 * a;
+  int saturated = 0;  // a saturated force does not vary with velocity (MuJoCo's derivative too)
+  if (fr[0] < fr[1]) {
+    saturated = force <= fr[0] || force >= fr[1];
+    force = fmin(fmax(force, fr[0]), fr[1]);
+  }
+  tau[i * stride] += g * force;
+  if (p->integrator == CFD_INT_IMPLICITFAST && !saturated)
+    diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
+}
+
 // One step of the instance whose state and scratch are in work, under controls ctrl (nu).
 // Returns 0, or the ABA's status (a singular joint-space system).
 CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
@@ -57,32 +89,10 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
   double* qpos = qacc + (long)n * stride;
   double* qvel = qpos + (long)n * stride;
   double h = p->h;
-  int implicit = p->integrator == CFD_INT_IMPLICITFAST || p->implicit_damping;
-  for (int i = 0; i < n; i++) {
-    double x = qpos[i * stride], v = qvel[i * stride];
-    q[i * stride] = x - p->qpos0[i];
-    tau[i * stride] = -p->stiffness[i] * (x - p->springref[i]) - p->damping[i] * v;
-    diag[i * stride] = implicit ? h * p->damping[i] : 0;
-  }
-  for (int a = 0; a < p->nu; a++) {
-    int i = p->act_dof[a];
-    double g = p->gear[a], u = ctrl[a];
-    const double* cr = p->ctrlrange + 2 * a;
-    if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
-    double len = g * qpos[i * stride], vel = g * qvel[i * stride];
-    const double* G = p->gain + 3 * a;
-    const double* Bi = p->bias + 3 * a;
-    double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
-    const double* fr = p->forcerange + 2 * a;
-    int saturated = 0;  // a saturated force does not vary with velocity (MuJoCo's derivative too)
-    if (fr[0] < fr[1]) {
-      saturated = force <= fr[0] || force >= fr[1];
-      force = fmin(fmax(force, fr[0]), fr[1]);
-    }
-    tau[i * stride] += g * force;
-    if (p->integrator == CFD_INT_IMPLICITFAST && !saturated)
-      diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
-  }
+  for (int i = 0; i < n; i++)
+    cfd_rollout_passive(p, i, qpos[i * stride], qvel[i * stride], q + i * stride, tau + i * stride,
+                        diag + i * stride);
+  for (int a = 0; a < p->nu; a++) cfd_rollout_actuator(p, a, ctrl[a], qpos, qvel, tau, diag, stride);
   int st = cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
   if (st) return st;
   for (int i = 0; i < n; i++) {  // semi-implicit Euler: velocity first, then position with it

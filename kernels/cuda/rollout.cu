@@ -138,40 +138,20 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     if (active && !final_only) o[i] = x0[i], o[n + i] = x0[n + i];
   }
   double h = p.h;
-  int implicit = p.integrator == CFD_INT_IMPLICITFAST || p.implicit_damping;
   bool bad = false;
   __syncwarp();
   for (int t = 0; t < H; t++) {
     // per link: passive forces and the pose in the parent
     for (int i = lane; i < n; i += LANES) {
-      double x = qpos[i], v = qvel[i];
-      q[i] = x - p.qpos0[i];
-      tau[i] = -p.stiffness[i] * (x - p.springref[i]) - p.damping[i] * v;
-      diag[i] = implicit ? h * p.damping[i] : 0;
+      cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
       cfd_aba_link(&c, i, q[i], 0, NULL, Rs + 9 * i, ps + 3 * i, NULL, NULL);
     }
     __syncwarp();
     // actuators: lanes take them in turn where each drives its own joint; lane 0 alone when
     // several share one (their forces then add in the CPU's order)
-    for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1) {
-      const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
-      int i = p.act_dof[a];
-      double g = p.gear[a], u = u_t[a];
-      const double* cr = p.ctrlrange + 2 * a;
-      if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
-      double len = g * qpos[i], vel = g * qvel[i];
-      const double* G = p.gain + 3 * a;
-      const double* Bi = p.bias + 3 * a;
-      double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
-      const double* fr = p.forcerange + 2 * a;
-      int saturated = 0;
-      if (fr[0] < fr[1]) {
-        saturated = force <= fr[0] || force >= fr[1];
-        force = fmin(fmax(force, fr[0]), fr[1]);
-      }
-      tau[i] += g * force;
-      if (p.integrator == CFD_INT_IMPLICITFAST && !saturated) diag[i] -= h * g * g * (G[2] * u + Bi[2]);
-    }
+    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
+      cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
     __syncwarp();
     if (lane == 0) {  // the velocities
       double V[6] = {0, 0, 0, 0, 0, 0};
