@@ -4,14 +4,9 @@
 
 #include "chain_gen.h"
 #include "chainfd_rollout.h"
+#include "gpu_tuning.h"
 #include "mj_random.h"
 #include "test_util.h"
-
-static double max_abs_diff(const double* a, const double* b, size_t n) {
-  double e = 0;
-  for (size_t i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
-  return e;
-}
 
 // B random starts and controls, H steps: chainfd_rollout (device) against mj_step, state by state
 static void against_mujoco(const char* spec, int integrator, int B, int H, double tol) {

@@ -36,4 +36,14 @@ static inline double rel_err_inf(const double* a, const double* b, int n) {
   return den > 0 ? num / den : num;
 }
 
+// max |a_i - b_i| (NaN propagates)
+static inline double max_abs_diff(const double* a, const double* b, size_t n) {
+  double e = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = fabs(a[i] - b[i]);
+    if (!(x <= e)) e = x;
+  }
+  return e;
+}
+
 #endif

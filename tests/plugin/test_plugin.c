@@ -79,15 +79,6 @@ static mjModel* load_file(const char* path) {
   return m;
 }
 
-static double max_abs_diff(const double* a, const double* b, int n) {
-  double e = 0;
-  for (int i = 0; i < n; i++) {
-    double x = fabs(a[i] - b[i]);
-    if (!(x <= e)) e = x;
-  }
-  return e;
-}
-
 static void set_state(const mjModel* m, mjData* d, double scale) {
   for (int i = 0; i < m->nq; i++) d->qpos[i] = m->qpos0[i] + scale * sin(1.3 * i + 0.4);
   for (int i = 0; i < m->nv; i++) d->qvel[i] = scale * cos(0.7 * i + 0.1);

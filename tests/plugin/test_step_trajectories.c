@@ -40,15 +40,6 @@ static const model_case cases[] = {
 static const struct { int integrator; const char* name; } integrators[] = {
     {mjINT_EULER, "Euler"}, {mjINT_IMPLICITFAST, "implicitfast"}, {mjINT_RK4, "RK4"}};
 
-static double max_abs_diff(const double* a, const double* b, int n) {
-  double e = 0;
-  for (int i = 0; i < n; i++) {
-    double x = fabs(a[i] - b[i]);
-    if (!(x <= e)) e = x;
-  }
-  return e;
-}
-
 static double worst_table[16][3][8];  // model, integrator, back end
 static int gpu_mode;  // --gpu: the cuda.* back ends on device 0
 
