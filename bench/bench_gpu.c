@@ -28,6 +28,7 @@
 #include "chain_gen.h"
 #include "chainfd_batch.h"
 #include "chainfd_rollout.h"
+#include "gpu_tuning.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 

@@ -58,17 +58,6 @@ double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
 
-// CFA's launch layout for one chain (threads per block, blocks per cluster): 0 (the default) lets
-// chainfd choose; the benchmark sets them to measure the alternatives. Read at each launch.
-extern int cfd_gpu_cfa_threads;
-extern int cfd_gpu_cfa_cluster;
-// Profiling (bench): with cfd_gpu_cfa_profile set, the next CFA launch records the end time of
-// each of its phases for its first instance; cfd_gpu_cfa_phases gives their durations (us).
-extern int cfd_gpu_cfa_profile;
-// ABIA's kernel (benchmark): 0 chooses by n; 1 global lean scratch; 2 local lean; 3 local full.
-extern int cfd_gpu_abia_variant;
-int cfd_gpu_cfa_phases(double* us, int max);
-
 // Page-locked host memory (cudaMallocHost; plain malloc without a device): host arrays there cross
 // the bus at its full speed. Free with cfd_gpu_host_free.
 void* cfd_gpu_host_alloc(size_t bytes);
@@ -88,9 +77,6 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
-// Chains up to 16 links in batches up to 8192 roll out with a group of 8 lanes per instance (1,
-// the default) or one thread per instance (0); the benchmark measures both.
-extern int cfd_gpu_rollout_lanes;
 
 #ifdef __cplusplus
 }

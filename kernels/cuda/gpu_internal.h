@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "chainfd_batch.h"
+#include "gpu_tuning.h"
 
 struct cfd_gpu {
   int device;

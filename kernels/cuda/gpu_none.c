@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "chainfd_batch.h"
+#include "gpu_tuning.h"
 
 int cfd_gpu_cfa_threads = 0;
 int cfd_gpu_cfa_cluster = 0;

@@ -1,0 +1,28 @@
+// gpu_tuning.h: the GPU kernels' variant knobs, for the benchmark (which measures the
+// alternatives side by side) and the tests (which check every variant). Not part of the API: the
+// defaults are the measured winners, and the knobs are process-wide, read at each launch.
+#ifndef CHAINFD_GPU_TUNING_H
+#define CHAINFD_GPU_TUNING_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// CFA's launch layout for one chain (threads per block, blocks per cluster); 0: chosen by n.
+extern int cfd_gpu_cfa_threads;
+extern int cfd_gpu_cfa_cluster;
+// With cfd_gpu_cfa_profile set, each CFA launch records the end time of each of its phases for
+// its first instance; cfd_gpu_cfa_phases gives the last launch's durations (us).
+extern int cfd_gpu_cfa_profile;
+int cfd_gpu_cfa_phases(double* us, int max);
+// ABIA's batch kernel: 0 chosen by (n, B); 1 global lean scratch; 2 local lean; 3 local full.
+extern int cfd_gpu_abia_variant;
+// Rollouts of chains up to 16 links in batches up to 8192: a group of 8 lanes per instance (1,
+// the default) or one thread per instance (0).
+extern int cfd_gpu_rollout_lanes;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // CHAINFD_GPU_TUNING_H
