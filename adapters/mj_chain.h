@@ -22,6 +22,9 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
 void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, double* q,
                          double* qd, double* tau, double* work);
 
+// q and qd alone (they need nothing computed).
+void cfd_state_q_qd(const mjData* d, const cfd_chain* c, double* q, double* qd);
+
 // The joint forces of xfrc_applied alone (added into tau), through MuJoCo's cdof: for each body the
 // wrench about its tree's centre of mass, summed over the subtree. work: m->nbody * 6 doubles.
 void cfd_xfrc_to_joints(const mjModel* m, const mjData* d, const cfd_chain* c, double* tau,

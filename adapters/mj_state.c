@@ -30,12 +30,18 @@ void cfd_xfrc_to_joints(const mjModel* m, const mjData* d, const cfd_chain* c, d
   for (int i = 0; i < c->n; i++) tau[i] += cfd_dot6(d->cdof + 6 * c->dof[i], acc + 6 * c->body[i]);
 }
 
+void cfd_state_q_qd(const mjData* d, const cfd_chain* c, double* q, double* qd) {
+  for (int i = 0; i < c->n; i++) {
+    q[i] = d->qpos[c->qpos[i]] - c->qpos0[i];
+    qd[i] = d->qvel[c->dof[i]];
+  }
+}
+
 void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, double* q,
                          double* qd, double* tau, double* work) {
+  cfd_state_q_qd(d, c, q, qd);
   for (int i = 0; i < c->n; i++) {
     int v = c->dof[i];
-    q[i] = d->qpos[c->qpos[i]] - c->qpos0[i];
-    qd[i] = d->qvel[v];
     tau[i] = d->qfrc_passive[v] + d->qfrc_actuator[v] + d->qfrc_applied[v];
   }
   int any = 0;

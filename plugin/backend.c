@@ -67,6 +67,8 @@ struct cfd_solver {
   double* qacc;
   double* xfrc_work;
   double* pair;  // GPU: the two states of cfd_solver_fd2 (q, qd, tau, diag, qacc; 2n each)
+  double* early; // q, qd of cfd_solver_gather_q_qd, then those of the split call under way (4n)
+  int split;     // a split call under way: 0 none, 1 fd, 2 fd2
 };
 
 void cfd_solver_free(cfd_solver* s) {
@@ -74,7 +76,8 @@ void cfd_solver_free(cfd_solver* s) {
   cfd_chain_free(&s->chain);
   cfd_gpu_free(s->gpu);
   free(s->work); free(s->q); free(s->qd); free(s->tau); free(s->qacc); free(s->xfrc_work);
-  free(s->pair);
+  if (s->split) cfd_gpu_fd_cancel(s->gpu);
+  free(s->pair); free(s->early);
   free(s);
 }
 
@@ -109,7 +112,8 @@ cfd_solver* cfd_solver_create_on(const mjModel* m, const char* backend, int devi
   s->tau = malloc(sizeof(double) * n);
   s->qacc = malloc(sizeof(double) * n);
   s->xfrc_work = malloc(sizeof(double) * 6 * m->nbody);
-  if (!s->work || !s->q || !s->qd || !s->tau || !s->qacc || !s->xfrc_work) {
+  s->early = malloc(sizeof(double) * 4 * n);
+  if (!s->work || !s->q || !s->qd || !s->tau || !s->qacc || !s->xfrc_work || !s->early) {
     snprintf(err, err_size, "out of memory for %s on %d links", b->name, n);
     cfd_solver_free(s);
     return NULL;
@@ -126,6 +130,12 @@ void cfd_solver_gather(cfd_solver* s, const mjModel* m, const mjData* d, const d
   *q = s->q; *qd = s->qd; *tau = s->tau;
 }
 
+void cfd_solver_gather_q_qd(cfd_solver* s, const mjData* d, const double** q, const double** qd) {
+  cfd_state_q_qd(d, &s->chain, s->early, s->early + s->chain.n);
+  *q = s->early;
+  *qd = s->early + s->chain.n;
+}
+
 int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double* tau,
                   const double* extra_diag, double* qacc) {
   int n = s->chain.n;
@@ -136,6 +146,13 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
                       sizeof s->gpu_err) ? CFD_ERR_GPU : CFD_OK;
   }
   return s->backend->fd(&s->chain, q, qd, tau, extra_diag, qacc, s->work);
+}
+
+// the pair buffers of fd2 (or the first half of each for fd), allocated on first use
+static double* pair_buffers(cfd_solver* s) {
+  if (!s->pair && !(s->pair = malloc(sizeof(double) * 10 * (size_t)s->chain.n)))
+    snprintf(s->gpu_err, sizeof s->gpu_err, "out of host memory");
+  return s->pair;
 }
 
 int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const double* tau,
@@ -150,10 +167,7 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
   }
   if (cfd_check_finite(q, n) || cfd_check_finite(qd, n) || cfd_check_finite(tau, n))
     return CFD_ERR_NONFINITE;
-  if (!s->pair && !(s->pair = malloc(sizeof(double) * 10 * (size_t)n))) {
-    snprintf(s->gpu_err, sizeof s->gpu_err, "out of host memory");
-    return CFD_ERR_GPU;
-  }
+  if (!pair_buffers(s)) return CFD_ERR_GPU;
   double *q2 = s->pair, *qd2 = q2 + 2 * n, *tau2 = qd2 + 2 * n, *d2 = tau2 + 2 * n, *out = d2 + 2 * n;
   for (int k = 0; k < 2; k++) {
     memcpy(q2 + k * n, q, sizeof(double) * n);
@@ -165,6 +179,58 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
     return CFD_ERR_GPU;
   memcpy(qacc, out, sizeof(double) * n);
   memcpy(qacc_diag, out + n, sizeof(double) * n);
+  return CFD_OK;
+}
+
+int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag) {
+  int n = s->chain.n;
+  if (s->split) return 1;
+  if (!s->gpu || s->backend->gpu_algorithm != CFD_GPU_CFA) return 1;
+  if (cfd_check_finite(q, n) || cfd_check_finite(qd, n)) return CFD_ERR_NONFINITE;
+  double* p = pair_buffers(s);
+  if (!p) return CFD_ERR_GPU;
+  int B = extra_diag ? 2 : 1;
+  double *q2 = p, *qd2 = q2 + 2 * n, *d2 = qd2 + 4 * n;
+  for (int k = 0; k < B; k++) {
+    memcpy(q2 + k * n, q, sizeof(double) * n);
+    memcpy(qd2 + k * n, qd, sizeof(double) * n);
+  }
+  if (extra_diag)
+    for (int i = 0; i < n; i++) d2[i] = 0, d2[n + i] = extra_diag[i];
+  if (cfd_gpu_fd_begin(s->gpu, B, q2, qd2, extra_diag ? d2 : NULL, s->gpu_err, sizeof s->gpu_err))
+    return CFD_ERR_GPU;
+  memcpy(s->early + 2 * n, q, sizeof(double) * n);
+  memcpy(s->early + 3 * n, qd, sizeof(double) * n);
+  s->split = B;
+  return 0;
+}
+
+void cfd_solver_cancel(cfd_solver* s) {
+  if (s->split) cfd_gpu_fd_cancel(s->gpu);
+  s->split = 0;
+}
+
+int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                      double* qacc, double* qacc_diag) {
+  int n = s->chain.n, B = s->split;
+  if (!B) {
+    snprintf(s->gpu_err, sizeof s->gpu_err, "cfd_solver_finish without cfd_solver_begin");
+    return CFD_ERR_GPU;
+  }
+  double *p = s->pair, *tau2 = p + 4 * n, *d2 = tau2 + 2 * n, *out = d2 + 2 * n;
+  if (memcmp(q, s->early + 2 * n, sizeof(double) * n) ||
+      memcmp(qd, s->early + 3 * n, sizeof(double) * n) || cfd_check_finite(tau, n)) {
+    // the state moved since begin (a control callback), or tau is not finite: the plain path,
+    // which also gives the non-finite status
+    cfd_solver_cancel(s);
+    return B == 2 ? cfd_solver_fd2(s, q, qd, tau, d2 + n, qacc, qacc_diag)
+                  : cfd_solver_fd(s, q, qd, tau, NULL, qacc);
+  }
+  s->split = 0;
+  for (int k = 0; k < B; k++) memcpy(tau2 + k * n, tau, sizeof(double) * n);
+  if (cfd_gpu_fd_finish(s->gpu, tau2, out, s->gpu_err, sizeof s->gpu_err)) return CFD_ERR_GPU;
+  memcpy(qacc, out, sizeof(double) * n);
+  if (B == 2) memcpy(qacc_diag, out + n, sizeof(double) * n);
   return CFD_OK;
 }
 

@@ -59,10 +59,25 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
 // cfd_solver_fd; on failure either may have been written.
 int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* qacc_diag);
+// cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back end that gains from it (cuda.cfa,
+// whose kinematics, bias forces and elimination factors need no forces): cfd_solver_begin takes
+// the state (and, with extra_diag, asks for fd2's two solves) and starts the GPU, then the caller
+// computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q and qd are
+// given again: if they changed since begin, the solve is redone from them. begin returns 0 when
+// started, nonzero when nothing is under way (a back end that does not split, a non-finite state,
+// a GPU failure): then use cfd_solver_fd / fd2. A started begin ends in finish or cancel.
+int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag);
+int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
+                      double* qacc, double* qacc_diag);
+void cfd_solver_cancel(cfd_solver* s);
+
 // Whether the back end runs on a GPU.
 int cfd_solver_is_gpu(const cfd_solver* s);
 // What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
 const char* cfd_solver_error(const cfd_solver* s, int status);
+
+// q and qd of d alone, in link order, into buffers of their own (valid until the next call).
+void cfd_solver_gather_q_qd(cfd_solver* s, const mjData* d, const double** q, const double** qd);
 
 // The state vectors of d in link order, into the solver's buffers (valid until the next call).
 void cfd_solver_gather(cfd_solver* s, const mjModel* m, const mjData* d, const double** q,

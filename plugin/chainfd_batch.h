@@ -52,6 +52,17 @@ void cfd_gpu_free(cfd_gpu* g);
 int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
                const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size);
 
+// cfd_gpu_fd for host arrays in two halves, so that the caller's own work overlaps the GPU's:
+// cfd_gpu_fd_begin takes the states and starts what needs no tau (CFA: kinematics, bias forces
+// and the factors of the elimination, after which the kernel waits on the device for tau; other
+// algorithms keep the states on the host), cfd_gpu_fd_finish takes tau ([B][n]) and gives qacc
+// as cfd_gpu_fd would. Every begin must end in finish or cancel; between them the context takes
+// no other call. Returns as cfd_gpu_fd; after a failed begin nothing is under way.
+int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
+                     const double* extra_diag, char* err, int err_size);
+int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size);
+void cfd_gpu_fd_cancel(cfd_gpu* g);
+
 // Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
 // (transfers excluded).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);

@@ -322,6 +322,17 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   int nv = m->nv;
   s->have_used = 0;
 
+  // cuda.cfa: the GPU starts on what needs only q and qd (kinematics, bias forces, the factors of
+  // the elimination; with Euler's damping diagonal, which needs only qvel) while MuJoCo's stages
+  // below compute the forces; implicitfast's diagonal needs the actuation, so it waits
+  int split = 0, split_diag = 0;
+  if (cfd_solver_is_gpu(s->solver) && (diag_kind == DIAG_NONE || diag_kind == DIAG_EULER)) {
+    const double *q0, *qd0;
+    cfd_solver_gather_q_qd(s->solver, d, &q0, &qd0);
+    split_diag = diag_kind == DIAG_EULER && euler_damping_diag(m, d, s->diag);
+    split = !cfd_solver_begin(s->solver, q0, qd0, split_diag ? s->diag : NULL);
+  }
+
   // position stage: MuJoCo's mj_fwdPosition without the mass matrix
   d->flg_energypos = 0;
   mj_kinematics(m, d);
@@ -332,7 +343,10 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   if (s->needs_mass_matrix) mj_makeM(m, d);
   mj_collision(m, d);
   mj_makeConstraint(m, d);  // reads M only when there are constraint rows, which end here
-  if (d->nefc > 0) return EVAL_CONSTRAINED;
+  if (d->nefc > 0) {
+    if (split) cfd_solver_cancel(s->solver);
+    return EVAL_CONSTRAINED;
+  }
   mj_island(m, d);
   mj_transmission(m, d);
   if (!skip_sensors) mj_sensorPos(m, d);
@@ -353,8 +367,11 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   // acceleration: qfrc_smooth as MuJoCo sums it, qacc from the chain
   cfd_solver_gather(s->solver, m, d, &s->q, &s->qd, &s->tau);
   for (int i = 0; i < nv; i++) d->qfrc_smooth[i] = s->tau[i] - d->qfrc_bias[i];
-  int with_diag = 0;
-  if (diag_kind != DIAG_NONE && cfd_solver_is_gpu(s->solver)) {
+  int with_diag = 0, st;
+  if (split) {
+    with_diag = split_diag;
+    st = cfd_solver_finish(s->solver, s->q, s->qd, s->tau, d->qacc, s->qacc_used);
+  } else if (diag_kind != DIAG_NONE && cfd_solver_is_gpu(s->solver)) {
     if (diag_kind == DIAG_EULER) {
       with_diag = euler_damping_diag(m, d, s->diag);
     } else {
@@ -366,8 +383,9 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
       with_diag = 1;
     }
   }
-  int st = with_diag ? cfd_solver_fd2(s->solver, s->q, s->qd, s->tau, s->diag, d->qacc, s->qacc_used)
-                     : cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
+  if (!split)
+    st = with_diag ? cfd_solver_fd2(s->solver, s->q, s->qd, s->tau, s->diag, d->qacc, s->qacc_used)
+                   : cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
   if (st == CFD_ERR_NONFINITE) {
     // a non-finite state: qacc is NaN, which mj_checkAcc treats as MuJoCo would
     for (int i = 0; i < nv; i++) d->qacc[i] = NAN;

@@ -87,6 +87,7 @@ static void free_batch_buffers(cfd_gpu* g) {
 
 void cfd_gpu_free(cfd_gpu* g) {
   if (!g) return;
+  cfd_gpu_fd_cancel(g);
   cudaSetDevice(g->device);
   free_batch_buffers(g);
   cudaFree(g->chain.home_R); cudaFree(g->chain.home_p); cudaFree(g->chain.screw);
@@ -233,7 +234,7 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   cudaError_t e = cudaSuccess;
   if (staged) {  // one block each side, so that a call moves its inputs and its qacc in one copy
     e = cudaMalloc(&g->staging, 5 * vec);
-    if (!e) e = cudaMallocHost(&g->host, 5 * vec + sizeof(double));
+    if (!e) e = cudaMallocHost(&g->host, 5 * vec + 2 * sizeof(double));  // + status, go word
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
@@ -253,32 +254,14 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   return 0;
 }
 
-int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
-               const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size) {
-  if (B < 1) {
-    snprintf(err, err_size, "batch size must be positive (got %d)", B);
-    return 1;
-  }
-  cudaError_t e = cudaSetDevice(g->device);
-  if (e) return fail(err, err_size, "selecting the device", e);
-  int n = g->n, chunk = chunk_of(g, B), host = where == CFD_HOST;
-  if (ensure_buffers(g, B, chunk, host, err, err_size)) return 1;
-  const double *dq = q, *dqd = qd, *dtau = tau, *dextra = extra_diag;
-  double* dqacc = qacc;
-  size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
-  if (host) {  // packed into page-locked memory, then one copy up: [q qd tau extra]
-    int nin = extra_diag ? 4 : 3;
-    memcpy(g->host, q, vec);
-    memcpy(g->host + bn, qd, vec);
-    memcpy(g->host + 2 * bn, tau, vec);
-    if (extra_diag) memcpy(g->host + 3 * bn, extra_diag, vec);
-    e = cudaMemcpyAsync(g->staging, g->host, nin * vec, cudaMemcpyHostToDevice, g->stream);
-    if (e) return fail(err, err_size, "copying the states to the device", e);
-    dq = g->staging; dqd = dq + bn; dtau = dqd + bn; dextra = extra_diag ? dtau + bn : NULL;
-    dqacc = g->staging + 4 * bn;
-  }
+// The launches for B states already on the device (q, qd, tau, extra, qacc device arrays), chunk
+// by chunk, after clearing the kernels' error flag and starting the timing event.
+static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const double* dqd,
+                        const double* dtau, const double* dextra, double* dqacc, char* err,
+                        int err_size) {
+  int n = g->n;
   int* error_flag = g->info + g->capacity;
-  e = cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
+  cudaError_t e = cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
   if (!e) e = cudaEventRecord(g->start, g->stream);
   if (e) return fail(err, err_size, "starting the batch", e);
   for (int b0 = 0; b0 < B; b0 += chunk) {
@@ -291,7 +274,7 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
       e = cfd_launch_abia_f32(g->chain_f32, n, g->chain.gravity, nb, dq + o, dqd + o, dtau + o, ex,
                               dqacc + o, (float*)g->work, g->info + g->capacity, g->stream);
     } else if (g->alg == CFD_GPU_CFA) {
-      e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
+      e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, NULL, NULL);
     } else {
       const char* what = "";
       if (cfd_gpu_launch_jsiia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, &what)) {
@@ -322,11 +305,17 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
       }
     }
   }
-  // the status (and, for host arrays, qacc) down in one synchronisation; qacc reaches the
-  // caller's array only when the kernels succeeded
+  return 0;
+}
+
+// The status (and, for host arrays, qacc) down in one synchronisation; qacc reaches the caller's
+// array only when the kernels succeeded.
+static int finish_batch(cfd_gpu* g, int B, int host, const double* dqacc, double* qacc, char* err,
+                        int err_size) {
+  size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
   int* status = host ? (int*)(g->host + 5 * bn) : &g->status;
-  e = cudaEventRecord(g->stop, g->stream);
-  if (!e) e = cudaMemcpyAsync(status, error_flag, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  cudaError_t e = cudaEventRecord(g->stop, g->stream);
+  if (!e) e = cudaMemcpyAsync(status, g->info + g->capacity, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
   if (!e && host)
     e = cudaMemcpyAsync(g->host + 4 * bn, dqacc, vec, cudaMemcpyDeviceToHost, g->stream);
   if (!e) e = cudaStreamSynchronize(g->stream);
@@ -338,6 +327,128 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;  // timing only
   if (host) memcpy(qacc, g->host + 4 * bn, vec);
   return 0;
+}
+
+int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+               const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size) {
+  if (B < 1) {
+    snprintf(err, err_size, "batch size must be positive (got %d)", B);
+    return 1;
+  }
+  if (g->pending) {
+    snprintf(err, err_size, "%s: a split call is under way (cfd_gpu_fd_begin without finish)",
+             cfd_gpu_algorithm_name(g->alg));
+    return 1;
+  }
+  cudaError_t e = cudaSetDevice(g->device);
+  if (e) return fail(err, err_size, "selecting the device", e);
+  int n = g->n, chunk = chunk_of(g, B), host = where == CFD_HOST;
+  if (ensure_buffers(g, B, chunk, host, err, err_size)) return 1;
+  const double *dq = q, *dqd = qd, *dtau = tau, *dextra = extra_diag;
+  double* dqacc = qacc;
+  size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
+  if (host) {  // packed into page-locked memory, then one copy up: [q qd tau extra]
+    int nin = extra_diag ? 4 : 3;
+    memcpy(g->host, q, vec);
+    memcpy(g->host + bn, qd, vec);
+    memcpy(g->host + 2 * bn, tau, vec);
+    if (extra_diag) memcpy(g->host + 3 * bn, extra_diag, vec);
+    e = cudaMemcpyAsync(g->staging, g->host, nin * vec, cudaMemcpyHostToDevice, g->stream);
+    if (e) return fail(err, err_size, "copying the states to the device", e);
+    dq = g->staging; dqd = dq + bn; dtau = dqd + bn; dextra = extra_diag ? dtau + bn : NULL;
+    dqacc = g->staging + 4 * bn;
+  }
+  if (launch_batch(g, B, chunk, dq, dqd, dtau, dextra, dqacc, err, err_size)) return 1;
+  return finish_batch(g, B, host, dqacc, qacc, err, err_size);
+}
+
+// The go word of a split call: in the page-locked block, after the five vectors and the status.
+static int* go_word(cfd_gpu* g, int B) { return (int*)(g->host + 5 * (size_t)B * g->n + 1); }
+
+int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
+                     const double* extra_diag, char* err, int err_size) {
+  if (B < 1) {
+    snprintf(err, err_size, "batch size must be positive (got %d)", B);
+    return 1;
+  }
+  if (g->pending) {
+    snprintf(err, err_size, "%s: a split call is already under way", cfd_gpu_algorithm_name(g->alg));
+    return 1;
+  }
+  cudaError_t e = cudaSetDevice(g->device);
+  if (e) return fail(err, err_size, "selecting the device", e);
+  int n = g->n, chunk = chunk_of(g, B);
+  if (ensure_buffers(g, B, chunk, 1, err, err_size)) return 1;
+  size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
+  memcpy(g->host, q, vec);
+  memcpy(g->host + bn, qd, vec);
+  if (extra_diag) memcpy(g->host + 3 * bn, extra_diag, vec);
+  g->pending_B = B;
+  g->pending_extra = extra_diag != NULL;
+  g->pending = 1;  // held on the host until finish
+  if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
+  // CFA: up now, and the kernel goes as far as it can without tau, then waits for the go word
+  volatile int* go = go_word(g, B);
+  *go = 0;
+  int* dgo = NULL;
+  double* dtau_host = NULL;
+  e = cudaHostGetDevicePointer((void**)&dgo, (void*)go, 0);
+  if (!e) e = cudaHostGetDevicePointer((void**)&dtau_host, g->host + 2 * bn, 0);
+  if (!e) e = cudaMemcpyAsync(g->staging, g->host, 4 * vec, cudaMemcpyHostToDevice, g->stream);
+  if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
+  if (!e) e = cudaEventRecord(g->start, g->stream);
+  if (e) {
+    g->pending = 0;
+    cudaStreamSynchronize(g->stream);
+    return fail(err, err_size, "starting a split batch", e);
+  }
+  const double* dq = g->staging;
+  e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dtau_host, extra_diag ? dq + 3 * bn : NULL,
+                         g->staging + 4 * bn, dgo, g->staging + 2 * bn);
+  if (e) {
+    g->pending = 0;
+    cudaStreamSynchronize(g->stream);
+    return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+  }
+  g->pending = 2;  // the kernel is waiting for tau
+  return 0;
+}
+
+int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
+  if (!g->pending) {
+    snprintf(err, err_size, "%s: cfd_gpu_fd_finish without cfd_gpu_fd_begin", cfd_gpu_algorithm_name(g->alg));
+    return 1;
+  }
+  int B = g->pending_B, n = g->n, waiting = g->pending == 2;
+  size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
+  g->pending = 0;
+  cudaError_t e = cudaSetDevice(g->device);
+  if (e) {
+    if (waiting) __atomic_store_n(go_word(g, B), 2, __ATOMIC_RELEASE);
+    return fail(err, err_size, "selecting the device", e);
+  }
+  memcpy(g->host + 2 * bn, tau, vec);
+  if (waiting) {  // tau before the go word (release), which the kernel reads with acquire
+    __atomic_store_n(go_word(g, B), 1, __ATOMIC_RELEASE);
+    return finish_batch(g, B, 1, g->staging + 4 * bn, qacc, err, err_size);
+  }
+  const double* dq = g->staging;
+  e = cudaMemcpyAsync(g->staging, g->host, (g->pending_extra ? 4 : 3) * vec, cudaMemcpyHostToDevice, g->stream);
+  if (e) return fail(err, err_size, "copying the states to the device", e);
+  if (launch_batch(g, B, chunk_of(g, B), dq, dq + bn, dq + 2 * bn,
+                   g->pending_extra ? dq + 3 * bn : NULL, g->staging + 4 * bn, err, err_size))
+    return 1;
+  return finish_batch(g, B, 1, g->staging + 4 * bn, qacc, err, err_size);
+}
+
+void cfd_gpu_fd_cancel(cfd_gpu* g) {
+  if (g->pending == 2) {
+    cudaSetDevice(g->device);
+    __atomic_store_n(go_word(g, g->pending_B), 2, __ATOMIC_RELEASE);
+    cudaStreamSynchronize(g->stream);
+    cudaGetLastError();
+  }
+  g->pending = 0;
 }
 
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }

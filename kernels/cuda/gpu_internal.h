@@ -24,6 +24,7 @@ struct cfd_gpu {
   int staged;          // instances the host-staging vectors hold
   double* staging;      // host arrays on the device: q, qd, tau, extra, qacc ([B][n] each, packed)
   double* host;         // page-locked: the same five, packed, then the kernels' status (one int)
+                        // and a split call's go word (one int)
   double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
@@ -36,6 +37,8 @@ struct cfd_gpu {
   cudaEvent_t start, stop;
   float last_ms;
   int status;           // the kernels' status, copied down (device arrays)
+  int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 kernel waiting
+  int pending_B, pending_extra;
 };
 
 // Scratch doubles one instance needs for algorithm alg on n links.
@@ -59,8 +62,12 @@ extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const doub
                                            int* error, cudaStream_t stream);
 // floats one instance of the single-precision ABIA keeps per link (scratch, q, qd, tau, extra, qacc)
 #define CFD_ABIA_F32_FLOATS(n) ((size_t)(n) * (14 + 5))
+// go (NULL: tau is ready): the split call's go word in mapped host memory; the kernel then does
+// everything that needs no tau, waits for go (1: tau is in the mapped host array tau; 2: give up),
+// and copies tau to tau_copy (device) for the rest.
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
-                               const double* tau, const double* extra, double* qacc);
+                               const double* tau, const double* extra, double* qacc, const int* go,
+                               double* tau_copy);
 // JSIIA also uses cuSOLVER; returns 0 or a message-worthy failure in *what.
 int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
                          const double* extra, double* qacc, const char** what);

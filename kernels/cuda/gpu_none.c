@@ -28,6 +28,16 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   snprintf(err, err_size, "chainfd was built without CUDA");
   return 1;
 }
+int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
+                     const double* extra_diag, char* err, int err_size) {
+  snprintf(err, err_size, "chainfd was built without CUDA");
+  return 1;
+}
+int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
+  snprintf(err, err_size, "chainfd was built without CUDA");
+  return 1;
+}
+void cfd_gpu_fd_cancel(cfd_gpu* g) {}
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return 0; }
 int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,
                            cfd_gpu_rollout** out, char* err, int err_size) {
