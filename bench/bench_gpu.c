@@ -413,20 +413,26 @@ static void cfa_layouts(int max_n, double budget) {
 
 // ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (DESIGN 5's variant record)
 static void abia_variants(const char* arm, double budget) {
-  static const char* names[] = {"", "global lean", "local lean", "local full"};
-  const char* specs[2] = {arm, "chain:16,random=1,seed=1,armature=0.01"};
+  static const char* names[] = {"", "global lean", "local lean", "local full", "lanes"};
+  int xch = cfd_gpu_lanes_xch;
+  const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
+                          "chain:200,random=1,seed=1,armature=0.01"};
   printf("\n== ABIA batch kernels: forward dynamics per second ==\n");
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     model_set s;
     if (make_set(specs[k], &s, 1)) continue;
-    for (int B = 4096; B <= 65536; B *= 4)
-      for (int v = 1; v <= 3; v++) {
-        cfd_gpu_abia_variant = v;
+    int n = s.chain.n;
+    for (int B = n > 16 ? 256 : 1024; B <= 65536; B *= 4)
+      for (int v = 1; v <= 5; v++) {  // 5: lanes exchanging by shuffles
+        if (n > 16 && (v == 2 || v == 3)) continue;  // local scratch: short chains only
+        cfd_gpu_lanes_xch = v == 5 ? 0 : xch;
+        cfd_gpu_abia_variant = v < 5 ? v : 4;
         gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
         cfd_gpu_abia_variant = 0;
+        cfd_gpu_lanes_xch = xch;
         if (!gm.ok) continue;
         char who[64];
-        snprintf(who, sizeof who, "cuda.abia[%s]", names[v]);
+        snprintf(who, sizeof who, "cuda.abia[%s]", v < 5 ? names[v] : "lanes shuffles");
         emit("abia_variants", specs[k], s.chain.n, B, who, gm.wall_us, gm.kernel_us, gm.err);
         printf("  n=%2d B=%6d %-24s %9.1f us  %.3g FD/s  err %.1e\n", s.chain.n, B, who,
                gm.wall_us, B / (gm.wall_us * 1e-6), gm.err);
@@ -501,8 +507,9 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   chainfd_rollout* r;
   if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
   printf("\n== rollouts: %s (n = %d, nu = %d), env-steps per second ==\n", label, n, nu);
-  printf("%7s %5s %14s %14s %14s %10s %14s %10s %10s\n", "B", "H", "MuJoCo all", "GPU resident",
-         "1 thread/inst", "e2e ms", "pinned e2e", "pinned ms", "vs MuJoCo");
+  printf("%7s %5s %14s %14s %14s %14s %10s %14s %10s %10s\n", "B", "H", "MuJoCo all", "GPU resident",
+         "1 thread/inst", cfd_gpu_lanes_xch ? "lanes shuffle" : "lanes shared", "e2e ms",
+         "pinned e2e", "pinned ms", "vs MuJoCo");
   mjData* datas[256];
   for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
   int Hs[3] = {32, 64, 128};
@@ -550,7 +557,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
       cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
       cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
-      double res[7], e2e[7], pin[7], one[7];
+      double res[7], e2e[7], pin[7], one[7], other[7] = {0};
       // end to end from page-locked host memory too (chainfd_host_alloc)
       double* pinit = chainfd_host_alloc(sizeof(double) * (size_t)B * nx);
       double* pctrl = chainfd_host_alloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
@@ -577,6 +584,11 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
           chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
           one[rep] = now() - a;
           cfd_gpu_rollout_lanes = 1;
+          cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;  // the lanes' other exchange
+          a = now();
+          chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+          other[rep] = now() - a;
+          cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;
         }
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
@@ -584,13 +596,19 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         double tr = median(res, 7), te = median(e2e, 7), tp = median(pin, 7), to = median(one, 7);
         double steps = (double)B * H;
         double mj_time = B < cores ? H * (double)cores / mj_rate : steps / mj_rate;  // per batch
-        printf("%7d %5d %14.3g %14.3g %14.3g %10.3f %14.3g %10.3f %9.0fx\n", B, H, mj_rate,
-               steps / tr, to > 0 ? steps / to : 0, te * 1e3, steps / tp, tp * 1e3, mj_time / tr);
+        double tx = median(other, 7);
+        printf("%7d %5d %14.3g %14.3g %14.3g %14.3g %10.3f %14.3g %10.3f %9.0fx\n", B, H, mj_rate,
+               steps / tr, to > 0 ? steps / to : 0, tx > 0 ? steps / tx : 0, te * 1e3, steps / tp,
+               tp * 1e3, mj_time / tr);
         char fig[32];  // us_per_batch is per rollout batch of B x H env-steps
         snprintf(fig, sizeof fig, "rollout_H%d", H);
         emit(fig, spec, n, B, "mujoco.allcores.mj_step", mj_time * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.resident", tr * 1e6, chainfd_rollout_last_kernel_ms(r) * 1e3, 0);
         if (to > 0) emit(fig, spec, n, B, "cuda.rollout.resident.thread_per_instance", to * 1e6, 0, 0);
+        if (tx > 0)
+          emit(fig, spec, n, B, cfd_gpu_lanes_xch ? "cuda.rollout.resident.lanes_shuffles"
+                                                   : "cuda.rollout.resident.lanes_shared",
+               tx * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end", te * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end.pinned", tp * 1e6, 0, 0);
       }

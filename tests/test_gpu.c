@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "chain_gen.h"
 #include "chainfd_batch.h"
+#include "gpu_tuning.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
@@ -140,6 +141,54 @@ static void test_case(const gpu_case* tc) {
   mj_deleteModel(m);
 }
 
+// Every ABIA batch kernel (gpu_tuning.h), whatever (n, B) would choose, against the reference.
+static void test_abia_variants(int quick) {
+  static const char* names[] = {"", "global lean", "local lean", "local full", "lanes",
+                                "lanes shuffles"};
+  const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml", "chain:33,random=1,seed=41,armature=0.02",
+                          "chain:200,random=1,seed=42,slide=0.2"};
+  for (int k = 0; k < 3; k++) {
+    char err[1024];
+    mjModel* m = cfd_load_model(models[k], err, sizeof err);
+    EXPECT(m != NULL, "%s: %s", models[k], err);
+    if (!m) continue;
+    cfd_chain c;
+    EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", models[k], err);
+    int n = c.n, B = quick ? 37 : 1000;  // 37: the last block of the lanes kernel half idle
+    double *q = malloc(sizeof(double) * 6 * B * n), *qd = q + B * n, *tau = qd + B * n;
+    double *ex = tau + B * n, *ref = ex + B * n, *got = ref + B * n;
+    cfd_rng r = {91};
+    fill_random(&r, q, B * n, -3.14, 3.14);
+    fill_random(&r, qd, B * n, -2, 2);
+    fill_random(&r, tau, B * n, -1, 1);
+    fill_random(&r, ex, B * n, 0, 0.1);
+    for (int b = 0; b < B; b++)
+      cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
+    cfd_gpu* g;
+    EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
+    for (int v = 1; v <= 5 && g; v++) {  // 5: lanes exchanging by shuffles
+      cfd_gpu_abia_variant = v < 5 ? v : 4;
+      cfd_gpu_lanes_xch = v < 5;
+      for (int i = 0; i < B * n; i++) got[i] = NAN;
+      int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+      cfd_gpu_abia_variant = 0;
+      cfd_gpu_lanes_xch = 1;
+      EXPECT(st == 0, "%s %s: %s", models[k], names[v], err);
+      double e = 0;
+      for (int b = 0; b < B; b++) {
+        double eb = rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+        if (!(eb <= e)) e = eb;
+      }
+      printf("%-44s n=%-4d cuda.abia[%s] B=%d max_rel_err=%.2e\n", models[k], n, names[v], B, e);
+      EXPECT(e <= 1e-10, "%s cuda.abia[%s]: %.3e", models[k], names[v], e);
+    }
+    cfd_gpu_free(g);
+    free(q);
+    cfd_chain_free(&c);
+    mj_deleteModel(m);
+  }
+}
+
 static void test_errors(void) {
   char err[1024];
   mjModel* m = cfd_load_model(CHAINFD_SCENES_DIR "/arm7.xml", err, sizeof err);
@@ -220,6 +269,7 @@ int main(void) {
     }
     test_case(&tc);
   }
+  test_abia_variants(quick && quick[0] == '1');
   test_errors();
   TEST_EXIT();
 }

@@ -113,14 +113,17 @@ int main(int argc, char** argv) {
     gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
                     mjINT_IMPLICITFAST, 300, 32, 0);
     // up to 16 links: a group of lanes per instance (B = 37 leaves idle groups in the last
-    // block), then the same batch with one thread per instance
+    // block), exchanging through shared memory and by shuffles, then the same batch with one
+    // thread per instance
     const char* small = "chain:12,random=1,seed=5,damping=0.2,armature=0.02,stiffness=0.5,actuators=1";
-    for (int lanes = 1; lanes >= 0; lanes--) {
-      cfd_gpu_rollout_lanes = lanes;
+    for (int variant = 2; variant >= 0; variant--) {
+      cfd_gpu_rollout_lanes = variant > 0;
+      cfd_gpu_lanes_xch = variant == 2;
       gpu_against_cpu(small, mjINT_IMPLICITFAST, 37, 40, 0);
       gpu_against_cpu(small, mjINT_EULER, 5, 40, 0);
     }
     cfd_gpu_rollout_lanes = 1;
+    cfd_gpu_lanes_xch = 1;
     // two actuators on one joint: lane 0 sums them in the CPU's order
     gpu_against_cpu(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST,
                     21, 60, 0);

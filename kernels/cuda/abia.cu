@@ -4,6 +4,7 @@
 // thread (read-only, broadcast from cache); each instance's per-link scratch is interleaved with
 // its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses coalesce.
 #include "aba_core.h"
+#include "aba_lanes.cuh"
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
@@ -23,12 +24,13 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
   if (st) atomicExch(error, st);
 }
 
-// Short chains in batches up to a few thousand: the scratch in local memory instead (a per-thread
+// Short chains in batches of a few thousand: the scratch in local memory instead (a per-thread
 // array the hardware interleaves and caches in L1), in full (not lean) mode, so that each link's
 // pose is computed once instead of three times. On the H100 (bench --only abia,
-// h100_abia_variants.txt): arm7 B = 4096 9.5e7 FD/s against 8.1e7 global lean; from B = 16384 on,
-// where L1 no longer holds every thread's scratch, global lean wins (5.9e8 against 4.1e8 at 65536).
-// Full mode with global scratch (measured once, in that file) never wins, 200 links included.
+// h100_abia_variants.txt): arm7 B = 4096 8.7e7 FD/s against 7.6e7 global lean (the lanes kernel
+// below: 8.9e7); from B = 16384 on, where L1 no longer holds every thread's scratch, global lean
+// wins (5.7e8 against 4.0e8 at 65536). Full mode with global scratch (measured once, in that
+// file's first version) never won, 200 links included.
 #define ABIA_LOCAL_MAX_N 16
 
 template <int LEAN>
@@ -45,16 +47,53 @@ abia_local_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   if (st) atomicExch(error, st);
 }
 
-int cfd_gpu_abia_variant = 0;  // 0: chosen by n; 1: global lean; 2: local lean; 3: local full
+// Long chains in batches too small to fill the GPU with a thread per instance (200 links, B =
+// 1024: 32 warps for 528 schedulers, each walking 200 links on one thread's latency): a group of
+// 8 lanes per instance (aba_lanes.cuh), the per-link arrays in global memory (instance-major, so
+// that a group's accesses stay together). On the H100 (bench --only abia, h100_abia_variants.txt):
+// 200 links, B = 1024: 670 us against 1006 us (global lean); short chains gain too (arm7, B = 1024:
+// 38 against 46 us). Up to B = 4096; from 16384 on a thread per instance fills the GPU and wins.
+#define ABIA_LANES_BLOCK 64
+#define ABIA_LANES_MAX_B 4096
+
+__global__ void __launch_bounds__(ABIA_LANES_BLOCK)
+abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __restrict__ qd,
+                  const double* __restrict__ tau, const double* __restrict__ extra,
+                  double* __restrict__ qacc, double* __restrict__ work, int* error, int use_xch) {
+  int n = c.n, lane = threadIdx.x % CFD_LANES;
+  long b = (long)blockIdx.x * (ABIA_LANES_BLOCK / CFD_LANES) + threadIdx.x / CFD_LANES;
+  bool active = b < B;  // idle groups run along: the shuffles need every lane of the warp
+  if (!active) b = B - 1;
+  long o = b * n;
+  cfd_lanes_links L = cfd_lanes_links_at(work + b * CFD_LANES_LINK_DOUBLES * n, n);
+  for (int i = lane; i < n; i += CFD_LANES)
+    cfd_aba_link(&c, i, q[o + i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
+  __syncwarp();
+  cfd_lanes_velocities(c, lane, qd + o, L);
+  __shared__ double xch[ABIA_LANES_BLOCK / CFD_LANES][CFD_LANES_XCH];
+  bool bad = cfd_lanes_backward(c, lane, tau + o, extra ? extra + o : NULL, L,
+                                use_xch ? xch[threadIdx.x / CFD_LANES] : NULL);
+  if (lane == 0 && active) {
+    if (bad) atomicExch(error, CFD_ERR_SINGULAR);
+    else cfd_lanes_accelerations(c, L, qacc + o);
+  }
+}
+
+int cfd_gpu_abia_variant = 0;  // 0: chosen by (n, B); 1: global lean; 2: local lean; 3: local full; 4: lanes
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
   int* error = g->info + g->capacity;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
+                : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_LOCAL_MAX_N && B <= 8192 ? 3 : 1;
-  if (g->n > ABIA_LOCAL_MAX_N) variant = 1;
-  if (variant == 2)
+  if (g->n > ABIA_LOCAL_MAX_N && (variant == 2 || variant == 3)) variant = 1;
+  if (variant == 4) {
+    int groups = ABIA_LANES_BLOCK / CFD_LANES;
+    abia_lanes_kernel<<<(B + groups - 1) / groups, ABIA_LANES_BLOCK, 0, g->stream>>>(
+        g->chain, B, q, qd, tau, extra, qacc, g->work, error, cfd_gpu_lanes_xch);
+  } else if (variant == 2)
     abia_local_kernel<1><<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc, error);
   else if (variant == 3)
     abia_local_kernel<0><<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc, error);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "aba_core.h"
+#include "aba_lanes.cuh"
 #include "cfa_blocks.h"
 #include "gpu_internal.h"
 
@@ -63,7 +64,9 @@ size_t cfd_gpu_device_memory(int device) {
 
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   switch (alg) {
-    case CFD_GPU_ABIA: return (size_t)n * CFD_ABA_LINK_DOUBLES_LEAN;
+    case CFD_GPU_ABIA:  // the larger of the lean kernel's and the lanes kernel's
+      return (size_t)n * (CFD_LANES_LINK_DOUBLES > CFD_ABA_LINK_DOUBLES_LEAN ? CFD_LANES_LINK_DOUBLES
+                                                                          : CFD_ABA_LINK_DOUBLES_LEAN);
     case CFD_GPU_ABIA_F32: return (CFD_ABIA_F32_FLOATS(n) + 1) / 2;
     case CFD_GPU_CFA: {
       int levels = 0;

@@ -20,6 +20,9 @@ extern int cfd_gpu_abia_variant;
 // Rollouts of chains up to 16 links in batches up to 8192: a group of 8 lanes per instance (1,
 // the default) or one thread per instance (0).
 extern int cfd_gpu_rollout_lanes;
+// The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
+// default) or by warp shuffles (0).
+extern int cfd_gpu_lanes_xch;
 
 #ifdef __cplusplus
 }

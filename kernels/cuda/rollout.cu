@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aba_lanes.cuh"
 #include "gpu_internal.h"
 #include "rollout_step.h"
 
 #define ROLLOUT_THREADS 128
 
 int cfd_gpu_rollout_lanes = 1;  // small chains: a group of lanes per instance (0: a thread)
+int cfd_gpu_lanes_xch = 1;      // the lanes' backward sweep exchanges through shared memory (0: shuffles)
 
 struct cfd_gpu_rollout {
   int device, n, nu;
@@ -92,44 +94,38 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     for (int i = 0; i < n; i++) o[i] = qpos[i], o[n + i] = qvel[i];
 }
 
-// Small chains, one instance per group of 8 lanes: a thread per instance leaves the GPU idle at
-// the batch sizes MPC uses (B = 4096 is 128 warps for 528 schedulers) and serialises every step
-// on one thread's latency. The group splits the step of rollout_step.h by what is independent:
-//   per link (lanes take links in turn): passive forces, link poses, then c_i and bias forces;
-//   per row of the articulated inertia (lane r owns row r): the backward sweep, whose congruence
-//     X^T Ia X is the bulk of the ABA's arithmetic: row r of Y = Ia X is [R a + p x R b; R b] for
-//     row r = [a; b], and row r of X^T Y combines the rows of Y, exchanged by warp shuffles;
-//   serially (lane 0): actuators, the velocity and acceleration recursions, which are short.
-// Same formulas as aba_core.h (not lean: R, p, c_i and bias kept per link), so the result equals
-// the CPU rollout to rounding. Per-instance state lives in shared memory.
-#define LANES 8
+// Small chains, one instance per group of 8 lanes (aba_lanes.cuh): a thread per instance leaves
+// the GPU idle at the batch sizes MPC uses (B = 4096 is 128 warps for 528 schedulers) and
+// serialises every step on one thread's latency. Besides the sweeps of aba_lanes.cuh, lanes take
+// links in turn for the passive forces and the integration, and actuators in turn where each
+// drives its own joint. Per-instance state lives in shared memory.
+#define LANES CFD_LANES
 #define LANES_BLOCK 64
 // Past this batch a thread per instance already fills the GPU and wins (arm7 on the H100: lanes
 // 3.3e8 vs 1.4e8 env-steps/s at B = 4096, 3.9e8 vs 5.2e8 at B = 16384; h100_rollout_lanes.txt)
 #define LANES_MAX_B 8192
-#define LANES_PER_LINK 44  // shared doubles per link: R 9, p 3, V 6, c 6, bias 6, U 6, d, u, q,
-                           // tau, diag, qacc, qpos, qvel
+// shared doubles per link: those of aba_lanes.cuh, then q, tau, diag, qacc, qpos, qvel
+#define LANES_PER_LINK (CFD_LANES_LINK_DOUBLES + 6)
 
-__device__ __forceinline__ double lane_get(double x, int src) {
-  return __shfl_sync(0xffffffffu, x, src, LANES);
+static __host__ __device__ size_t lanes_instance_doubles(int n) {
+  return (size_t)LANES_PER_LINK * n + 1 + CFD_LANES_XCH;
 }
-
-static __host__ __device__ size_t lanes_instance_doubles(int n) { return (size_t)LANES_PER_LINK * n + 1; }
 
 __global__ void __launch_bounds__(LANES_BLOCK)
 rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
-                     int distinct, int* error) {
+                     int distinct, int* error, int use_xch) {
   extern __shared__ double sh[];
-  int n = p.n, lane = threadIdx.x % LANES, r = lane < 6 ? lane : 5;
+  int n = p.n, lane = threadIdx.x % LANES;
   long b = (long)blockIdx.x * (LANES_BLOCK / LANES) + threadIdx.x / LANES;
   bool active = b < B;  // idle groups run along: the shuffles need every lane of the warp
   if (!active) b = B - 1;
   double* s = sh + lanes_instance_doubles(n) * (threadIdx.x / LANES);
-  double *Rs = s, *ps = Rs + 9 * n, *Vs = ps + 3 * n, *cs = Vs + 6 * n, *bs = cs + 6 * n;
-  double *Us = bs + 6 * n, *ds = Us + 6 * n, *us = ds + n, *q = us + n, *tau = q + n;
-  double *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
+  cfd_lanes_links L = cfd_lanes_links_at(s, n);
+  double* q = s + CFD_LANES_LINK_DOUBLES * n;
+  double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
+  double* xch = use_xch ? qvel + n + 1 : NULL;  // the backward sweep's exchange
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   for (int i = lane; i < n; i += LANES) {
@@ -144,7 +140,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     // per link: passive forces and the pose in the parent
     for (int i = lane; i < n; i += LANES) {
       cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
-      cfd_aba_link(&c, i, q[i], 0, NULL, Rs + 9 * i, ps + 3 * i, NULL, NULL);
+      cfd_aba_link(&c, i, q[i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
     }
     __syncwarp();
     // actuators: lanes take them in turn where each drives its own joint; lane 0 alone when
@@ -153,79 +149,9 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
       cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
     __syncwarp();
-    if (lane == 0) {  // the velocities
-      double V[6] = {0, 0, 0, 0, 0, 0};
-      for (int i = 0; i < n; i++) {
-        const double* S = c.screw + 6 * i;
-        double Vc[6];
-        cfd_twist_to_child(Rs + 9 * i, ps + 3 * i, V, Vc);
-        for (int k = 0; k < 6; k++) Vs[6 * i + k] = V[k] = Vc[k] + S[k] * qvel[i];
-      }
-    }
-    __syncwarp();
-    for (int i = lane; i < n; i += LANES) {  // per link: c_i and the rigid-body bias force
-      const double* S = c.screw + 6 * i;
-      double Sqd[6], JV[6];
-      for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qvel[i];
-      cfd_ad(Vs + 6 * i, Sqd, cs + 6 * i);
-      cfd_mat6_vec(c.inertia + 36 * i, Vs + 6 * i, JV);
-      cfd_neg_adstar(Vs + 6 * i, JV, bs + 6 * i);
-    }
-    __syncwarp();
-    // the backward sweep, lane r holding row r of the articulated inertia
-    double row[6], pA[6] = {0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < 6; k++) row[k] = c.inertia[36 * (n - 1) + 6 * r + k];
-    for (int i = n - 1; i >= 0; i--) {
-      const double* S = c.screw + 6 * i;
-      const double* R = Rs + 9 * i;
-      const double* pp = ps + 3 * i;
-      for (int k = 0; k < 6; k++) pA[k] += bs[6 * i + k];
-      double Ur = cfd_dot6(row, S), U[6];
-      for (int k = 0; k < 6; k++) U[k] = lane_get(Ur, k);
-      double d = cfd_dot6(S, U) + c.armature[i] + diag[i];
-      if (!(d > 0)) bad = true, d = 1;  // reported after the step; the group keeps in step
-      double u = tau[i] - cfd_dot6(S, pA);
-      if (lane < 6) Us[6 * i + lane] = Ur;
-      if (lane == 0) ds[i] = d, us[i] = u;
-      if (i == 0) break;
-      double inv = 1 / d;
-      for (int k = 0; k < 6; k++) row[k] -= Ur * U[k] * inv;
-      double Icr = cfd_dot6(row, cs + 6 * i), pa[6], su = u * inv;
-      for (int k = 0; k < 6; k++) pa[k] = pA[k] + lane_get(Icr, k) + U[k] * su;
-      cfd_wrench_to_parent(R, pp, pa, pA);
-      double Ra[3], Rb[3], pRb[3], y[6], xr[6];
-      cfd_rot(R, row, Ra);
-      cfd_rot(R, row + 3, Rb);
-      cfd_cross(pp, Rb, pRb);
-      for (int k = 0; k < 3; k++) y[k] = Ra[k] + pRb[k], y[3 + k] = Rb[k];
-      if (r < 3) {  // row r of X^T = [[R, p^ R], [0, R]]
-        for (int j = 0; j < 3; j++) {
-          double col[3] = {R[j], R[3 + j], R[6 + j]}, pc[3];
-          cfd_cross(pp, col, pc);
-          xr[j] = R[3 * r + j];
-          xr[3 + j] = pc[r];
-        }
-      } else {
-        for (int j = 0; j < 3; j++) xr[j] = 0, xr[3 + j] = R[3 * (r - 3) + j];
-      }
-      const double* Jp = c.inertia + 36 * (i - 1) + 6 * r;
-      for (int k = 0; k < 6; k++) row[k] = Jp[k];
-      for (int j = 0; j < 6; j++)
-        for (int k = 0; k < 6; k++) row[k] += xr[j] * lane_get(y[k], j);
-    }
-    __syncwarp();
-    if (lane == 0) {  // accelerations
-      double a[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
-      for (int i = 0; i < n; i++) {
-        const double* S = c.screw + 6 * i;
-        double ai[6];
-        cfd_twist_to_child(Rs + 9 * i, ps + 3 * i, a, ai);
-        for (int k = 0; k < 6; k++) ai[k] += cs[6 * i + k];
-        double qa = (us[i] - cfd_dot6(Us + 6 * i, ai)) / ds[i];
-        qacc[i] = qa;
-        for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
-      }
-    }
+    cfd_lanes_velocities(c, lane, qvel, L);
+    bad |= cfd_lanes_backward(c, lane, tau, diag, L, xch);
+    if (lane == 0) cfd_lanes_accelerations(c, L, qacc);
     __syncwarp();
     double* ot = o + (size_t)(final_only ? 0 : t + 1) * 2 * n;
     for (int i = lane; i < n; i += LANES) {  // semi-implicit Euler, as cfd_rollout_step
@@ -391,7 +317,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     rollout_lanes_kernel<<<(B + groups - 1) / groups, LANES_BLOCK,
                            sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->error);
+        r->error, cfd_gpu_lanes_xch);
   } else if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
