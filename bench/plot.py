@@ -30,6 +30,10 @@ STYLE = {
                                        "tab:pink", "P"),
     "cuda.rollout.resident.thread_per_instance": ("chainfd_rollout, a thread per instance",
                                                   "tab:cyan", "v"),
+    "cuda.rollout.resident.lanes_shuffles": ("chainfd_rollout, lanes exchanging by shuffles",
+                                             "tab:olive", "x"),
+    "cuda.rollout.resident.lanes_shared": ("chainfd_rollout, lanes exchanging in shared memory",
+                                           "tab:olive", "x"),
 }
 
 
