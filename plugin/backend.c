@@ -74,9 +74,8 @@ struct cfd_solver {
 void cfd_solver_free(cfd_solver* s) {
   if (!s) return;
   cfd_chain_free(&s->chain);
-  cfd_gpu_free(s->gpu);
+  cfd_gpu_free(s->gpu);  // gives up a split call under way
   free(s->work); free(s->q); free(s->qd); free(s->tau); free(s->qacc); free(s->xfrc_work);
-  if (s->split) cfd_gpu_fd_cancel(s->gpu);
   free(s->pair); free(s->early);
   free(s);
 }
@@ -184,7 +183,7 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
 
 int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag) {
   int n = s->chain.n;
-  if (s->split) return 1;
+  if (s->split) cfd_solver_cancel(s);  // left over (a step abandoned by an error handler's jump)
   if (!s->gpu || s->backend->gpu_algorithm != CFD_GPU_CFA) return 1;
   if (cfd_check_finite(q, n) || cfd_check_finite(qd, n)) return CFD_ERR_NONFINITE;
   double* p = pair_buffers(s);

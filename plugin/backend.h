@@ -65,7 +65,8 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
 // computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q and qd are
 // given again: if they changed since begin, the solve is redone from them. begin returns 0 when
 // started, nonzero when nothing is under way (a back end that does not split, a non-finite state,
-// a GPU failure): then use cfd_solver_fd / fd2. A started begin ends in finish or cancel.
+// a GPU failure): then use cfd_solver_fd / fd2. A started begin ends in finish or cancel (a begin
+// on a solver with one still under way cancels that one first).
 int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag);
 int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
                       double* qacc, double* qacc_diag);
