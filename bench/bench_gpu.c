@@ -567,7 +567,6 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       memcpy(pctrl, ctrl, sizeof(double) * (size_t)B * H * nu);
       int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err) &&
                !chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
-      int small = n <= 16;  // the lanes kernel's range: time one thread per instance beside it
       for (int rep = 0; ok && rep < 7; rep++) {
         double a = now();
         chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
@@ -579,18 +578,16 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         chainfd_rollout_run(r, B, H, pinit, 0, pctrl, pout, 0, CFD_HOST, err, sizeof err);
         pin[rep] = now() - a;
         one[rep] = 0;
-        if (small) {
-          cfd_gpu_rollout_lanes = 0;
-          a = now();
-          chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
-          one[rep] = now() - a;
-          cfd_gpu_rollout_lanes = 1;
-          cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;  // the lanes' other exchange
-          a = now();
-          chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
-          other[rep] = now() - a;
-          cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;
-        }
+        cfd_gpu_rollout_lanes = 0;  // one thread per instance beside the lanes kernel
+        a = now();
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        one[rep] = now() - a;
+        cfd_gpu_rollout_lanes = 1;
+        cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;  // the lanes' other exchange
+        a = now();
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        other[rep] = now() - a;
+        cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
       else {

@@ -110,8 +110,14 @@ int main(int argc, char** argv) {
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1, 50, 0);
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 7, 50, 0);
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64, 0);
-    gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
-                    mjINT_IMPLICITFAST, 300, 32, 0);
+    // 50 links: lanes with the state in global memory (B = 300 leaves idle groups), then a
+    // thread per instance
+    for (int lanes = 1; lanes >= 0; lanes--) {
+      cfd_gpu_rollout_lanes = lanes;
+      gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
+                      mjINT_IMPLICITFAST, 300, 32, 0);
+    }
+    cfd_gpu_rollout_lanes = 1;
     // up to 16 links: a group of lanes per instance (B = 37 leaves idle groups in the last
     // block), exchanging through shared memory and by shuffles, then the same batch with one
     // thread per instance

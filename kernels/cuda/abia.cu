@@ -61,11 +61,11 @@ abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
                   const double* __restrict__ tau, const double* __restrict__ extra,
                   double* __restrict__ qacc, double* __restrict__ work, int* error, int use_xch) {
   int n = c.n, lane = threadIdx.x % CFD_LANES;
-  long b = (long)blockIdx.x * (ABIA_LANES_BLOCK / CFD_LANES) + threadIdx.x / CFD_LANES;
-  bool active = b < B;  // idle groups run along: the shuffles need every lane of the warp
-  if (!active) b = B - 1;
+  long slot = (long)blockIdx.x * (ABIA_LANES_BLOCK / CFD_LANES) + threadIdx.x / CFD_LANES, b = slot;
+  bool active = b < B;  // idle groups run along on instance B - 1's inputs, in their own slot
+  if (!active) b = B - 1;  // (the scratch has CFD_LANES spare): the shuffles need every lane
   long o = b * n;
-  cfd_lanes_links L = cfd_lanes_links_at(work + b * CFD_LANES_LINK_DOUBLES * n, n);
+  cfd_lanes_links L = cfd_lanes_links_at(work + slot * CFD_LANES_LINK_DOUBLES * n, n);
   for (int i = lane; i < n; i += CFD_LANES)
     cfd_aba_link(&c, i, q[o + i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
   __syncwarp();

@@ -241,7 +241,8 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
-  if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * cap);
+  // + CFD_LANES instances: the slots of the ABIA lanes kernel's idle groups
+  if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * (cap + CFD_LANES));
   if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 4 * (size_t)cap);  // or CFA's 4 norms
   if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 2));
   if (e) {

@@ -98,34 +98,41 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 // the GPU idle at the batch sizes MPC uses (B = 4096 is 128 warps for 528 schedulers) and
 // serialises every step on one thread's latency. Besides the sweeps of aba_lanes.cuh, lanes take
 // links in turn for the passive forces and the integration, and actuators in turn where each
-// drives its own joint. Per-instance state lives in shared memory.
+// drives its own joint. Per-instance state lives in shared memory up to 16 links, in global
+// memory (work, instance-major) for longer chains.
 #define LANES CFD_LANES
 #define LANES_BLOCK 64
-// Past this batch a thread per instance already fills the GPU and wins (arm7 on the H100: lanes
-// 3.3e8 vs 1.4e8 env-steps/s at B = 4096, 3.9e8 vs 5.2e8 at B = 16384; h100_rollout_lanes.txt)
+// Past these batches a thread per instance already fills the GPU and wins (arm7 on the H100:
+// lanes 3.3e8 vs 1.4e8 env-steps/s at B = 4096, 3.9e8 vs 5.2e8 at B = 16384,
+// h100_rollout_lanes.txt; the 50-link chain, state in global memory, H = 128: 9.4e6 vs 3.4e6 at
+// B = 1024, 1.75e7 vs 1.24e7 at 4096, 2.2e7 vs 3.7e7 at 16384, h100_rollout.txt)
 #define LANES_MAX_B 8192
-// shared doubles per link: those of aba_lanes.cuh, then q, tau, diag, qacc, qpos, qvel
+#define LANES_GLOBAL_MAX_B 4096
+// doubles per link: those of aba_lanes.cuh, then q, tau, diag, qacc, qpos, qvel
 #define LANES_PER_LINK (CFD_LANES_LINK_DOUBLES + 6)
 
-static __host__ __device__ size_t lanes_instance_doubles(int n) {
-  return (size_t)LANES_PER_LINK * n + 1 + CFD_LANES_XCH;
-}
+static __host__ __device__ size_t lanes_instance_doubles(int n) { return (size_t)LANES_PER_LINK * n + 1; }
 
+// GLOBAL: the state in work (one slot per group, idle groups included) instead of shared memory;
+// a template parameter, so that the shared-memory version addresses shared memory directly
+template <bool GLOBAL>
 __global__ void __launch_bounds__(LANES_BLOCK)
 rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
-                     int distinct, int* error, int use_xch) {
+                     int distinct, double* work, int* error, int use_xch) {
   extern __shared__ double sh[];
+  __shared__ double xchs[LANES_BLOCK / LANES][CFD_LANES_XCH];
   int n = p.n, lane = threadIdx.x % LANES;
-  long b = (long)blockIdx.x * (LANES_BLOCK / LANES) + threadIdx.x / LANES;
-  bool active = b < B;  // idle groups run along: the shuffles need every lane of the warp
-  if (!active) b = B - 1;
-  double* s = sh + lanes_instance_doubles(n) * (threadIdx.x / LANES);
+  long slot = (long)blockIdx.x * (LANES_BLOCK / LANES) + threadIdx.x / LANES, b = slot;
+  bool active = b < B;  // idle groups run along on instance B - 1's inputs, in their own slot:
+  if (!active) b = B - 1;  // the shuffles need every lane of the warp
+  double* s = GLOBAL ? work + lanes_instance_doubles(n) * slot
+                     : sh + lanes_instance_doubles(n) * (threadIdx.x / LANES);
   cfd_lanes_links L = cfd_lanes_links_at(s, n);
   double* q = s + CFD_LANES_LINK_DOUBLES * n;
   double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
-  double* xch = use_xch ? qvel + n + 1 : NULL;  // the backward sweep's exchange
+  double* xch = use_xch ? xchs[threadIdx.x / LANES] : NULL;  // the backward sweep's exchange
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   for (int i = lane; i < n; i += LANES) {
@@ -283,7 +290,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
-    e = cudaMalloc(&r->work, sizeof(double) * cfd_rollout_doubles(n, 1) * (size_t)B);
+    size_t per = cfd_rollout_doubles(n, 1);  // the larger of the thread kernel's and the lanes'
+    if (per < lanes_instance_doubles(n)) per = lanes_instance_doubles(n);
+    e = cudaMalloc(&r->work, sizeof(double) * per * ((size_t)B + LANES));  // + idle groups' slots
     if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
     r->capacity = B;
   }
@@ -312,12 +321,16 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (!e) e = cudaEventRecord(r->start, r->stream);
   if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
-  if (n <= ROLLOUT_LOCAL_MAX_N && cfd_gpu_rollout_lanes && B <= LANES_MAX_B) {
-    int groups = LANES_BLOCK / LANES;
-    rollout_lanes_kernel<<<(B + groups - 1) / groups, LANES_BLOCK,
-                           sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
+  int groups = LANES_BLOCK / LANES, small = n <= ROLLOUT_LOCAL_MAX_N;
+  if (cfd_gpu_rollout_lanes && small && B <= LANES_MAX_B) {
+    rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
+                                  sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->error, cfd_gpu_lanes_xch);
+        NULL, r->error, cfd_gpu_lanes_xch);
+  } else if (cfd_gpu_rollout_lanes && !small && B <= LANES_GLOBAL_MAX_B) {
+    rollout_lanes_kernel<true><<<(B + groups - 1) / groups, LANES_BLOCK, 0, r->stream>>>(
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
+        r->work, r->error, cfd_gpu_lanes_xch);
   } else if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
