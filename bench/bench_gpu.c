@@ -413,7 +413,10 @@ static void cfa_layouts(int max_n, double budget) {
 
 // ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (DESIGN 5's variant record)
 static void abia_variants(const char* arm, double budget) {
-  static const char* names[] = {"", "global lean", "local lean", "local full", "lanes"};
+  // (kernel variant, lanes exchange through shared memory, name)
+  static const struct { int v, xch; const char* name; } kinds[] = {
+      {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
+      {4, 0, "lanes shuffles"}};
   int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};
@@ -423,16 +426,16 @@ static void abia_variants(const char* arm, double budget) {
     if (make_set(specs[k], &s, 1)) continue;
     int n = s.chain.n;
     for (int B = n > 16 ? 256 : 1024; B <= 65536; B *= 4)
-      for (int v = 1; v <= 5; v++) {  // 5: lanes exchanging by shuffles
-        if (n > 16 && (v == 2 || v == 3)) continue;  // local scratch: short chains only
-        cfd_gpu_lanes_xch = v == 5 ? 0 : xch;
-        cfd_gpu_abia_variant = v < 5 ? v : 4;
+      for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++) {
+        if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
+        cfd_gpu_abia_variant = kinds[v].v;
+        cfd_gpu_lanes_xch = kinds[v].xch;
         gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
         cfd_gpu_abia_variant = 0;
         cfd_gpu_lanes_xch = xch;
         if (!gm.ok) continue;
         char who[64];
-        snprintf(who, sizeof who, "cuda.abia[%s]", v < 5 ? names[v] : "lanes shuffles");
+        snprintf(who, sizeof who, "cuda.abia[%s]", kinds[v].name);
         emit("abia_variants", specs[k], s.chain.n, B, who, gm.wall_us, gm.kernel_us, gm.err);
         printf("  n=%2d B=%6d %-24s %9.1f us  %.3g FD/s  err %.1e\n", s.chain.n, B, who,
                gm.wall_us, B / (gm.wall_us * 1e-6), gm.err);
