@@ -21,6 +21,7 @@
 #include <mujoco/mujoco.h>
 
 #include "backend.h"
+#include "cfd_math.h"
 #include "chain_gen.h"
 #include "mj_random.h"
 
@@ -79,16 +80,6 @@ static double median(double* x, int n) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-// relative inf-norm error max|a-b| / max|b| (NaN propagates)
-static double rel_err(const double* a, const double* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; i++) {
-    double e = fabs(a[i] - b[i]);
-    if (!(e <= num)) num = e;
-    if (fabs(b[i]) > den) den = fabs(b[i]);
-  }
-  return den > 0 ? num / den : num;
-}
 
 // reps calls of one measurement; returns the elapsed seconds, or -1 when a back end fails
 static double time_calls(meas* x, const mjModel* m, mjData* d, double* qacc, int reps) {
@@ -214,7 +205,7 @@ static int bench_size(int n, const config* cfg, size_result* res) {
       if (j == 0) {
         memcpy(ref, d->qacc, sizeof(double) * nv);
       } else {
-        double e = rel_err(qacc, ref, nv);
+        double e = cfd_rel_err_inf(qacc, ref, nv);
         if (!(e <= x->max_err)) x->max_err = e;
       }
     }

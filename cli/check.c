@@ -6,6 +6,7 @@
 
 #include "auto.h"
 #include "backend.h"
+#include "cfd_math.h"
 #include "chainfd_batch.h"
 #include "chainfd.h"
 #include "chain_gen.h"
@@ -77,15 +78,6 @@ int cfd_cmd_info(int argc, char** argv) {
   return 0;
 }
 
-static double rel_err(const double* a, const double* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; i++) {
-    double e = fabs(a[i] - b[i]);
-    if (!(e <= num)) num = e;  // NaN propagates
-    if (fabs(b[i]) > den) den = fabs(b[i]);
-  }
-  return den > 0 ? num / den : num;
-}
 
 // chainfd_step against mj_step: `steps` steps from one seeded random state (constraints stay
 // disabled), for every back end `backend` names. Prints the largest |qpos| and |qvel| differences
@@ -263,7 +255,7 @@ int cfd_cmd_check(int argc, char** argv) {
       }
       double r = den > 0 ? num / den : num;
       if (!(r <= worst_resid)) worst_resid = r;
-      double e = rel_err(ref, hp, nv);
+      double e = cfd_rel_err_inf(ref, hp, nv);
       if (!(e <= worst_mj)) worst_mj = e;
       memcpy(all_q + (size_t)s * nv, q, sizeof(double) * nv);
       memcpy(all_qd + (size_t)s * nv, qd, sizeof(double) * nv);
@@ -278,9 +270,9 @@ int cfd_cmd_check(int argc, char** argv) {
         worst[b] = INFINITY;
         continue;
       }
-      double e = rel_err(got, ref, nv);
+      double e = cfd_rel_err_inf(got, ref, nv);
       if (!(e <= worst[b])) worst[b] = e;
-      e = rel_err(got, hp, nv);
+      e = cfd_rel_err_inf(got, hp, nv);
       if (!(e <= worst_ref[b])) worst_ref[b] = e;
     }
     // inverse dynamics against mj_rne at a random acceleration
@@ -290,7 +282,7 @@ int cfd_cmd_check(int argc, char** argv) {
     const double *q, *qd, *tau;
     cfd_solver_gather(base, m, d, &q, &qd, &tau);
     cfd_id_cpu(cfd_solver_chain(base), q, qd, qacc_in, tau_id, id_work);
-    double e = rel_err(tau_id, tau_mj, nv);
+    double e = cfd_rel_err_inf(tau_id, tau_mj, nv);
     if (!(e <= worst_id)) worst_id = e;
   }
   // A back end passes when it matches MuJoCo within tol, or, where MuJoCo's own rounding error
@@ -314,8 +306,8 @@ int cfd_cmd_check(int argc, char** argv) {
     } else {
       double wm = 0, wr = 0;
       for (int s = 0; s < states; s++) {
-        wm = fmax(wm, rel_err(out + (size_t)s * nv, all_mj + (size_t)s * nv, nv));
-        wr = fmax(wr, rel_err(out + (size_t)s * nv, all_hp + (size_t)s * nv, nv));
+        wm = fmax(wm, cfd_rel_err_inf(out + (size_t)s * nv, all_mj + (size_t)s * nv, nv));
+        wr = fmax(wr, cfd_rel_err_inf(out + (size_t)s * nv, all_hp + (size_t)s * nv, nv));
       }
       int pass = wm <= tol || (wr <= tol && wm <= 1.1 * worst_mj + tol);
       printf("%s max_rel_err=%.3e states=%d ref_err=%.3e%s\n", name, wm, states, wr,

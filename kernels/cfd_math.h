@@ -259,4 +259,18 @@ CFD_HD void cfd_chol_solve(const double* L, int n, int lda, double* b, int nrhs,
   }
 }
 
+// ---- comparing results ---------------------------------------------------------------------------
+
+// ||a - b||_inf / ||b||_inf (absolute when b is zero); NaN when either holds NaN: the error
+// measure of the tests, `chainfd check` and the benchmarks
+CFD_HD double cfd_rel_err_inf(const double* a, const double* b, int n) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) {
+    double e = fabs(a[i] - b[i]);
+    if (!(e <= num)) num = e;
+    if (fabs(b[i]) > den) den = fabs(b[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
 #endif  // CHAINFD_CFD_MATH_H

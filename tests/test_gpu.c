@@ -95,16 +95,16 @@ static void test_case(const gpu_case* tc) {
           continue;
         }
         EXPECT(st == 0, "%s %s B=%d: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
-        double e = rel_err_inf(got, ref, B * n);
+        double e = cfd_rel_err_inf(got, ref, B * n);
         for (int b = 0; b < B; b++) {  // per state, not diluted by the batch's largest entry
-          double eb = rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+          double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
           if (!(eb <= e)) e = eb;
         }
         // the CPU twin, on the first state (JSIIA's CPU twin is O(n^3): not at 4096 links)
         double et = -1;
         if (!(alg == CFD_GPU_JSIIA && n > 2048)) {
           twins[alg]->fd(&c, q, qd, tau, ex, twin, work);
-          et = rel_err_inf(got, twin, n);
+          et = cfd_rel_err_inf(got, twin, n);
         }
         printf("%-44s n=%-5d %-10s B=%-5d diag=%d max_rel_err=%.2e twin_err=%.2e kernel=%.3f ms\n",
                tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, e, et,
@@ -125,7 +125,7 @@ static void test_case(const gpu_case* tc) {
         EXPECT(st == 0, "%s %s B=%d finish: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
         double es = 0;
         for (int b = 0; b < B; b++) {
-          double eb = rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+          double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
           if (!(eb <= es)) es = eb;
         }
         printf("%-44s n=%-5d %-10s B=%-5d diag=%d split: max_rel_err=%.2e\n", tc->model, n,
@@ -176,7 +176,7 @@ static void test_abia_variants(int quick) {
       EXPECT(st == 0, "%s %s: %s", models[k], names[v], err);
       double e = 0;
       for (int b = 0; b < B; b++) {
-        double eb = rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+        double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
         if (!(eb <= e)) e = eb;
       }
       printf("%-44s n=%-4d cuda.abia[%s] B=%d max_rel_err=%.2e\n", models[k], n, names[v], B, e);
@@ -238,9 +238,9 @@ static void test_errors(void) {
     EXPECT(cfd_solver_begin(s, q, qd, diag) == 0, "begin: %s", cfd_solver_error(s, CFD_ERR_GPU));
     EXPECT(cfd_solver_finish(s, q1, qd, tau, got1, got2) == 0, "finish: %s",
            cfd_solver_error(s, CFD_ERR_GPU));
-    EXPECT(rel_err_inf(got1, want, 7) <= 1e-12, "moved state: %.2e", rel_err_inf(got1, want, 7));
+    EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "moved state: %.2e", cfd_rel_err_inf(got1, want, 7));
     EXPECT(cfd_solver_fd(s, q1, qd, tau, diag, want) == 0, "fd with diag");
-    EXPECT(rel_err_inf(got2, want, 7) <= 1e-12, "moved state, diag: %.2e", rel_err_inf(got2, want, 7));
+    EXPECT(cfd_rel_err_inf(got2, want, 7) <= 1e-12, "moved state, diag: %.2e", cfd_rel_err_inf(got2, want, 7));
     double bad[7] = {NAN};
     EXPECT(cfd_solver_begin(s, q1, qd, NULL) == 0, "begin");
     EXPECT(cfd_solver_finish(s, q1, qd, bad, got1, NULL) == CFD_ERR_NONFINITE, "NaN tau");
@@ -249,7 +249,7 @@ static void test_errors(void) {
     EXPECT(cfd_solver_begin(s, q1, qd, NULL) == 0, "a second begin replaces the first");
     EXPECT(cfd_solver_finish(s, q1, qd, tau, got1, NULL) == 0, "finish after a replaced begin");
     EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
-    EXPECT(rel_err_inf(got1, want, 7) <= 1e-12, "replaced begin: %.2e", rel_err_inf(got1, want, 7));
+    EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "replaced begin: %.2e", cfd_rel_err_inf(got1, want, 7));
     EXPECT(cfd_solver_begin(s, q, qd, NULL) == 0, "begin");
     cfd_solver_free(s);  // with a begin under way: free gives it up
   }

@@ -55,7 +55,7 @@ static void test_model(const char* spec) {
     for (int i = 0; i < nv; i++) q[i] = d->qpos[c.qpos[i]] - c.qpos0[i];
     cfd_mass_matrix_cpu(&c, q, M, work);
     free(q);
-    double e = rel_err_inf(M, Mmj, nv * nv);
+    double e = cfd_rel_err_inf(M, Mmj, nv * nv);
     if (!(e <= worst_M)) worst_M = e;
     // joint-diagonal term: h * damping, as implicit damping adds it
     for (int i = 0; i < nv; i++) diag[i] = 0.002 * cfd_rng_uniform(&rng, 0, 50);
@@ -66,10 +66,10 @@ static void test_model(const char* spec) {
       if (!sv) continue;  // refusals are tested elsewhere (multi-joint bodies and CFA)
       int st = cfd_solver_qacc(sv, m, d, diag, got, err, sizeof err);
       EXPECT(st == 0, "%s %s: %s", spec, cfd_backend_get(b)->name, err);
-      e = rel_err_inf(got, ref, nv);
+      e = cfd_rel_err_inf(got, ref, nv);
       if (!(e <= worst_diag[b])) worst_diag[b] = e;
       if (b == 0) memcpy(first, got, sizeof(double) * nv);  // cpu.fast: never refuses
-      e = rel_err_inf(got, first, nv);
+      e = cfd_rel_err_inf(got, first, nv);
       if (!(e <= worst_cross[b])) worst_cross[b] = e;
       cfd_solver_free(sv);
     }

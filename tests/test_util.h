@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cfd_math.h"
+
 static int test_failures = 0;
 
 #define EXPECT(cond, ...)                                                   \
@@ -24,17 +26,6 @@ static int test_failures = 0;
     else printf("all checks passed\n");                                     \
     return test_failures ? 1 : 0;                                           \
   } while (0)
-
-// ||a - b||_inf / ||b||_inf (absolute when b is zero); NaN when either holds NaN
-static inline double rel_err_inf(const double* a, const double* b, int n) {
-  double num = 0, den = 0;
-  for (int i = 0; i < n; i++) {
-    double e = fabs(a[i] - b[i]);
-    if (!(e <= num)) num = e;
-    if (fabs(b[i]) > den) den = fabs(b[i]);
-  }
-  return den > 0 ? num / den : num;
-}
 
 // max |a_i - b_i| (NaN propagates)
 static inline double max_abs_diff(const double* a, const double* b, size_t n) {

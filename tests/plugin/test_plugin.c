@@ -160,13 +160,13 @@ static void test_scenes(void) {
       mj_copyData(ref, m, got);
       mj_forward(m, ref);
       EXPECT(chainfd_forward(m, got) == 0, "forward: %s", chainfd_last_error());
-      EXPECT(rel_err_inf(got->qacc, ref->qacc, m->nv) <= 1e-10, "%s forward qacc %.3e", short_name,
-             rel_err_inf(got->qacc, ref->qacc, m->nv));
-      EXPECT(rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata) <= 1e-9,
+      EXPECT(cfd_rel_err_inf(got->qacc, ref->qacc, m->nv) <= 1e-10, "%s forward qacc %.3e", short_name,
+             cfd_rel_err_inf(got->qacc, ref->qacc, m->nv));
+      EXPECT(cfd_rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata) <= 1e-9,
              "%s forward sensors %.3e", short_name,
-             rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata));
-      EXPECT(rel_err_inf(got->qfrc_smooth, ref->qfrc_smooth, m->nv) <= 1e-12, "qfrc_smooth");
-      EXPECT(rel_err_inf(got->energy, ref->energy, 2) <= 1e-12, "energy");
+             cfd_rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata));
+      EXPECT(cfd_rel_err_inf(got->qfrc_smooth, ref->qfrc_smooth, m->nv) <= 1e-12, "qfrc_smooth");
+      EXPECT(cfd_rel_err_inf(got->energy, ref->energy, 2) <= 1e-12, "energy");
       mj_deleteData(ref);
       mj_deleteData(got);
     }

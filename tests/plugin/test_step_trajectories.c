@@ -102,13 +102,13 @@ static void run_case(int ci, const model_case* mc) {
       EXPECT(got->time == ref->time, "time %.17g vs %.17g", got->time, ref->time);
       EXPECT(max_abs_diff(got->act, ref->act, m->na) <= loose, "%s %s %s: act", mc->source,
              integrators[k].name, name);
-      EXPECT(rel_err_inf(got->qacc_warmstart, ref->qacc_warmstart, m->nv) <= loose,
+      EXPECT(cfd_rel_err_inf(got->qacc_warmstart, ref->qacc_warmstart, m->nv) <= loose,
              "%s %s %s: qacc_warmstart", mc->source, integrators[k].name, name);
-      EXPECT(rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata) <= loose,
+      EXPECT(cfd_rel_err_inf(got->sensordata, ref->sensordata, m->nsensordata) <= loose,
              "%s %s %s: sensordata", mc->source, integrators[k].name, name);
-      EXPECT(rel_err_inf(got->qfrc_actuator, ref->qfrc_actuator, m->nv) <= loose,
+      EXPECT(cfd_rel_err_inf(got->qfrc_actuator, ref->qfrc_actuator, m->nv) <= loose,
              "%s %s %s: qfrc_actuator", mc->source, integrators[k].name, name);
-      EXPECT(rel_err_inf(got->energy, ref->energy, 2) <= loose, "%s %s %s: energy", mc->source,
+      EXPECT(cfd_rel_err_inf(got->energy, ref->energy, 2) <= loose, "%s %s %s: energy", mc->source,
              integrators[k].name, name);
       chainfd_stats st;
       chainfd_stepper_stats(s, &st);
