@@ -9,7 +9,7 @@
 //     row r = [a; b], and row r of X^T Y combines the rows of Y, exchanged by warp shuffles;
 //   serially (lane 0): the velocity and acceleration recursions, which are short.
 // Same formulas as aba_core.h (not lean), so results equal the CPU's to rounding. The per-link
-// arrays (any memory the group shares): R 9n, p 3n, V 6n, c 6n, bias 6n, U 6n, d n, u n.
+// arrays (any memory the group shares): R 9n, p 3n, V 6n, c 6n, bias 6n, U 6n, 1/d n, u n.
 #ifndef CHAINFD_ABA_LANES_CUH
 #define CHAINFD_ABA_LANES_CUH
 
@@ -29,6 +29,12 @@ __device__ __forceinline__ cfd_lanes_links cfd_lanes_links_at(double* s, int n) 
   L.R = s; L.p = L.R + 9 * n; L.V = L.p + 3 * n; L.c = L.V + 6 * n; L.bias = L.c + 6 * n;
   L.U = L.bias + 6 * n; L.d = L.U + 6 * n; L.u = L.d + n;
   return L;
+}
+
+// a . b as a tree (three products at a time): half the dependent chain of cfd_dot6, which is on
+// the backward sweep's critical path
+__device__ __forceinline__ double cfd_lanes_dot6(const double* a, const double* b) {
+  return (a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) + (a[3] * b[3] + a[4] * b[4] + a[5] * b[5]);
 }
 
 __device__ __forceinline__ double cfd_lane_get(double x, int src) {
@@ -62,7 +68,7 @@ __device__ __forceinline__ void cfd_lanes_velocities(const cfd_chain& c, int lan
 }
 
 // shared doubles per group for cfd_lanes_backward's exchange (36, padded so that the four groups
-// of a warp read from different banks)
+// of a warp read from different banks; even, so that each group's part stays 16-byte aligned)
 #define CFD_LANES_XCH 50
 
 // The backward sweep, lane r holding row r of the articulated inertia (lanes 6, 7 shadow row 5):
@@ -82,17 +88,16 @@ __device__ __forceinline__ bool cfd_lanes_backward(const cfd_chain& c, int lane,
     const double* R = L.R + 9 * i;
     const double* pp = L.p + 3 * i;
     for (int k = 0; k < 6; k++) pA[k] += L.bias[6 * i + k];
-    double Ur = cfd_dot6(row, S), U[6];
+    double Ur = cfd_lanes_dot6(row, S), U[6];
     for (int k = 0; k < 6; k++) U[k] = cfd_lane_get(Ur, k);
-    double d = cfd_dot6(S, U) + c.armature[i] + (diag ? diag[i] : 0);
+    double d = cfd_lanes_dot6(S, U) + c.armature[i] + (diag ? diag[i] : 0);
     if (!(d > 0)) bad = true, d = 1;
-    double u = tau[i] - cfd_dot6(S, pA);
+    double u = tau[i] - cfd_lanes_dot6(S, pA), inv = 1 / d;
     if (lane < 6) L.U[6 * i + lane] = Ur;
-    if (lane == 0) L.d[i] = d, L.u[i] = u;
+    if (lane == 0) L.d[i] = inv, L.u[i] = u;  // 1/d: the accelerations multiply
     if (i == 0) break;
-    double inv = 1 / d;
     for (int k = 0; k < 6; k++) row[k] -= Ur * U[k] * inv;
-    double Icr = cfd_dot6(row, L.c + 6 * i), pa[6], su = u * inv;
+    double Icr = cfd_lanes_dot6(row, L.c + 6 * i), pa[6], su = u * inv;
     for (int k = 0; k < 6; k++) pa[k] = pA[k] + cfd_lane_get(Icr, k) + U[k] * su;
     cfd_wrench_to_parent(R, pp, pa, pA);
     double Ra[3], Rb[3], pRb[3], y[6], xr[6];
@@ -117,7 +122,11 @@ __device__ __forceinline__ bool cfd_lanes_backward(const cfd_chain& c, int lane,
         for (int k = 0; k < 6; k++) xch[6 * lane + k] = y[k];
       __syncwarp();
       for (int j = 0; j < 6; j++)
-        for (int k = 0; k < 6; k++) row[k] += xr[j] * xch[6 * j + k];
+        for (int k = 0; k < 6; k += 2) {  // 16-byte reads (xch is 16-byte aligned)
+          double2 y2 = *reinterpret_cast<const double2*>(xch + 6 * j + k);
+          row[k] += xr[j] * y2.x;
+          row[k + 1] += xr[j] * y2.y;
+        }
       __syncwarp();  // read before the next link's writes
     } else {
       for (int j = 0; j < 6; j++)
@@ -137,7 +146,7 @@ __device__ __forceinline__ void cfd_lanes_accelerations(const cfd_chain& c,
     double ai[6];
     cfd_twist_to_child(L.R + 9 * i, L.p + 3 * i, a, ai);
     for (int k = 0; k < 6; k++) ai[k] += L.c[6 * i + k];
-    double qa = (L.u[i] - cfd_dot6(L.U + 6 * i, ai)) / L.d[i];
+    double qa = (L.u[i] - cfd_lanes_dot6(L.U + 6 * i, ai)) * L.d[i];
     qacc[i] = qa;
     for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
   }

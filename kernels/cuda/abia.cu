@@ -72,7 +72,7 @@ abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
     cfd_aba_link(&c, i, q[o + i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
   __syncwarp();
   cfd_lanes_velocities(c, lane, qd + o, L);
-  __shared__ double xch[ABIA_LANES_BLOCK / CFD_LANES][CFD_LANES_XCH];
+  __shared__ __align__(16) double xch[ABIA_LANES_BLOCK / CFD_LANES][CFD_LANES_XCH];
   bool bad = cfd_lanes_backward(c, lane, tau + o, extra ? extra + o : NULL, L,
                                 use_xch ? xch[threadIdx.x / CFD_LANES] : NULL);
   if (lane == 0 && active) {

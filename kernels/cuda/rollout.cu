@@ -122,7 +122,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
                      int distinct, double* work, int* error, int use_xch) {
   extern __shared__ double sh[];
-  __shared__ double xchs[LANES_BLOCK / LANES][CFD_LANES_XCH];
+  __shared__ __align__(16) double xchs[LANES_BLOCK / LANES][CFD_LANES_XCH];
   int n = p.n, lane = threadIdx.x % LANES;
   long slot = (long)blockIdx.x * (LANES_BLOCK / LANES) + threadIdx.x / LANES, b = slot;
   bool active = b < B;  // idle groups run along on instance B - 1's inputs, in their own slot:
