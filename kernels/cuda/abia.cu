@@ -29,9 +29,9 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
 // Short chains in batches of a few thousand: the scratch in local memory instead (a per-thread
 // array the hardware interleaves and caches in L1), in full (not lean) mode, so that each link's
 // pose is computed once instead of three times. On the H100 (bench --only abia,
-// h100_abia_variants.txt): arm7 B = 4096 9.4e7 FD/s against 6.1e7 global lean (the lanes kernel
-// below: the same); from B = 16384 on, where L1 no longer holds every thread's scratch, global
-// lean wins (5.8e8 against 3.9e8 at 65536). Full mode with global scratch (measured once, in
+// h100_abia_variants.txt): arm7 B = 4096 8.4e7 FD/s against 7.3e7 global lean (the lanes kernel
+// below: about the same, and chosen there); from B = 16384 on, where L1 no longer holds every
+// thread's scratch, global lean wins (5.8e8 against 4.0e8 at 65536). Full mode with global scratch (measured once, in
 // that file's first version) never won, 200 links included.
 #define ABIA_LOCAL_MAX_N 16
 
@@ -53,8 +53,8 @@ abia_local_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
 // 1024: 32 warps for 528 schedulers, each walking 200 links on one thread's latency): a group of
 // 8 lanes per instance (aba_lanes.cuh), the per-link arrays in global memory (instance-major, so
 // that a group's accesses stay together). On the H100 (bench --only abia, h100_abia_variants.txt):
-// 200 links, B = 1024: 711 us against 1054 us (global lean); short chains gain too (arm7, B = 1024:
-// 38 against 46 us). Up to B = 4096; from 16384 on a thread per instance fills the GPU and wins.
+// 200 links, B = 1024: 702 us against 999 us (global lean); short chains gain too (arm7, B = 1024:
+// 39 against 47 us, local full). Up to B = 4096; from 16384 on a thread per instance fills the GPU and wins.
 #define ABIA_LANES_BLOCK 64
 #define ABIA_LANES_MAX_B 4096
 
