@@ -75,8 +75,9 @@ void* cfd_gpu_host_alloc(size_t bytes);
 void cfd_gpu_host_free(void* p);
 
 // Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
-// parameters (kernels/rollout_step.h) live on the device; one thread per instance runs all H steps
-// with the state in device memory, no host round trip and no allocation per step.
+// parameters (kernels/rollout_step.h) live on the device; one launch runs all H steps (a group of
+// lanes or a thread per instance) with the state on the device, no host round trip and no
+// allocation per step.
 struct cfd_rollout_params;
 typedef struct cfd_gpu_rollout cfd_gpu_rollout;
 int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,

@@ -1,8 +1,9 @@
-// ABIA on the GPU for many instances: one thread per instance runs the structured
+// ABIA on the GPU for many instances. Large batches: one thread per instance runs the structured
 // articulated-body sweeps of aba_core.h (the CPU fast path's code) in its lean mode: a thread keeps
-// 14 numbers per link between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared by every
-// thread (read-only, broadcast from cache); each instance's per-link scratch is interleaved with
-// its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses coalesce.
+// 14 numbers per link between sweeps and recomputes the rest, since that scratch is DRAM traffic.
+// The model is shared by every thread (read-only, broadcast from cache); each instance's per-link
+// scratch is interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a
+// warp's accesses coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "gpu_internal.h"

@@ -15,10 +15,12 @@ extern int cfd_gpu_cfa_cluster;
 // its first instance; cfd_gpu_cfa_phases gives the last launch's durations (us).
 extern int cfd_gpu_cfa_profile;
 int cfd_gpu_cfa_phases(double* us, int max);
-// ABIA's batch kernel: 0 chosen by (n, B); 1 global lean scratch; 2 local lean; 3 local full.
+// ABIA's batch kernel: 0 chosen by (n, B); 1 global lean scratch; 2 local lean; 3 local full;
+// 4 a group of 8 lanes per instance.
 extern int cfd_gpu_abia_variant;
-// Rollouts of chains up to 16 links in batches up to 8192: a group of 8 lanes per instance (1,
-// the default) or one thread per instance (0).
+// Rollouts in batches up to 8192 (chains up to 16 links, state in shared memory) or 4096 (longer
+// chains, state in global memory): a group of 8 lanes per instance (1, the default) or one thread
+// per instance (0).
 extern int cfd_gpu_rollout_lanes;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).

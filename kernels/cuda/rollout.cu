@@ -1,6 +1,7 @@
-// Rollouts on the GPU: one thread per instance runs H steps of rollout_step.h (the CPU rollout's
-// code) with its state interleaved with its neighbours' in device memory; controls in, states out,
-// nothing else crosses to the host. Model and step parameters are device copies made once.
+// Rollouts on the GPU: all H steps in one launch, controls in, states out, nothing else crossing to
+// the host; model and step parameters are device copies made once. Up to a few thousand instances
+// a group of 8 lanes runs each (aba_lanes.cuh); beyond, one thread per instance runs the steps of
+// rollout_step.h (the CPU rollout's code) with its state interleaved with its neighbours'.
 #include <stdlib.h>
 #include <string.h>
 
