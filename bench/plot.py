@@ -2,7 +2,8 @@
 vs batch size, 10 and 200 links, and the 7-dof arm), and the crossover table (which back end wins
 where), as PNG files and Markdown.
 
-    python bench/plot.py bench/results/h100_bench_gpu.json --out bench/results
+    python bench/plot.py bench/results/h100_fig2.json bench/results/h100_fig3.json \
+        bench/results/h100_rollout.json --out bench/results --auto-table plugin/auto_table.h
 """
 import argparse
 import json

@@ -81,7 +81,7 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
 static void free_batch_buffers(cfd_gpu* g) {
   cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
-  g->staging = g->host = g->bias = g->resid = g->work = NULL;
+  g->staging = g->host = g->host_dev = g->bias = g->resid = g->work = NULL;
   g->ptrs = NULL;
   g->info = NULL;
   g->capacity = 0;
@@ -238,6 +238,7 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   if (staged) {  // one block each side, so that a call moves its inputs and its qacc in one copy
     e = cudaMalloc(&g->staging, 5 * vec);
     if (!e) e = cudaMallocHost(&g->host, 5 * vec + 2 * sizeof(double));  // + status, go word
+    if (!e) e = cudaHostGetDevicePointer((void**)&g->host_dev, g->host, 0);
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
@@ -394,11 +395,9 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   // CFA: up now, and the kernel goes as far as it can without tau, then waits for the go word
   volatile int* go = go_word(g, B);
   *go = 0;
-  int* dgo = NULL;
-  double* dtau_host = NULL;
-  e = cudaHostGetDevicePointer((void**)&dgo, (void*)go, 0);
-  if (!e) e = cudaHostGetDevicePointer((void**)&dtau_host, g->host + 2 * bn, 0);
-  if (!e) e = cudaMemcpyAsync(g->staging, g->host, 4 * vec, cudaMemcpyHostToDevice, g->stream);
+  const int* dgo = (const int*)((char*)g->host_dev + ((char*)go - (char*)g->host));
+  const double* dtau_host = g->host_dev + 2 * bn;
+  e = cudaMemcpyAsync(g->staging, g->host, 4 * vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
   if (!e) e = cudaEventRecord(g->start, g->stream);
   if (e) {

@@ -25,6 +25,7 @@ struct cfd_gpu {
   double* staging;      // host arrays on the device: q, qd, tau, extra, qacc ([B][n] each, packed)
   double* host;         // page-locked: the same five, packed, then the kernels' status (one int)
                         // and a split call's go word (one int)
+  double* host_dev;     // the same block as the device addresses it (mapped, for split calls)
   double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles

@@ -62,7 +62,8 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
 
 // Small chains: the state and scratch in local memory, a per-thread array the hardware interleaves
 // and caches write-back in L1, instead of the global scratch (write-through to L2): about 20% more
-// env-steps per second for the 7-dof arm on the H100 (bench/results/h100_rollout_localmem.txt)
+// env-steps per second for the 7-dof arm on the H100 (bench/results/h100_rollout_localmem.txt as
+// of commit c1e9932; a later benchmark dropped that comparison)
 #define ROLLOUT_LOCAL_MAX_N 16
 
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
