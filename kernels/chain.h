@@ -83,9 +83,16 @@ size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);
 
-// The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, with
-// structured spatial algebra (no dense 6x6 products).
+// The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, on the
+// chain re-expressed in joint frames (each link's frame on its joint axis), with 4-wide vector
+// algebra (fast_cpu.c). cfd_fast_prepare writes that form of c into the head of work (once per
+// chain; 1 for a screw that is neither a pure rotation nor a pure translation, which MuJoCo's
+// hinges and slides never are); cfd_fd_fast_prepared then solves from it, and cfd_fd_fast_cpu
+// does both (for one-off calls).
 size_t cfd_fast_work_size(int n);
+int cfd_fast_prepare(const cfd_chain* c, double* work);
+int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                         const double* extra_diag, double* qacc, double* work);
 int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work);
 

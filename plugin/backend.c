@@ -9,18 +9,18 @@
 #include "mj_chain.h"
 
 static const cfd_backend backends[] = {
-    {"cpu.fast", "articulated-body algorithm, structured spatial algebra (the fast CPU path)",
-     cfd_fast_work_size, cfd_fd_fast_cpu, 0, -1},
+    {"cpu.fast", "articulated-body algorithm in joint frames, vector algebra (the fast CPU path)",
+     cfd_fast_work_size, cfd_fd_fast_prepared, cfd_fast_prepare, 0, -1},
     {"cpu.abia", "articulated-body inertia algorithm, reference (paper 000 eq. 8)",
-     cfd_abia_work_size, cfd_fd_abia_cpu, 0, -1},
+     cfd_abia_work_size, cfd_fd_abia_cpu, NULL, 0, -1},
     {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + Cholesky (eq. 7)",
-     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, 0, -1},
+     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, NULL, 0, -1},
     {"cpu.cfa", "constraint force algorithm, odd-even elimination (eq. 9-19, Algorithm 2)",
-     cfd_cfa_work_size, cfd_fd_cfa_cpu, 1, -1},
-    {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, 0, CFD_GPU_ABIA},
-    {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, 0,
+     cfd_cfa_work_size, cfd_fd_cfa_cpu, NULL, 1, -1},
+    {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, NULL, 0, CFD_GPU_ABIA},
+    {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, NULL, 0,
      CFD_GPU_JSIIA},
-    {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, 1, CFD_GPU_CFA},
+    {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, NULL, 1, CFD_GPU_CFA},
 };
 
 int cfd_backend_count(void) { return (int)(sizeof(backends) / sizeof(backends[0])); }
@@ -114,6 +114,12 @@ cfd_solver* cfd_solver_create_on(const mjModel* m, const char* backend, int devi
   s->early = malloc(sizeof(double) * 4 * n);
   if (!s->work || !s->q || !s->qd || !s->tau || !s->qacc || !s->xfrc_work || !s->early) {
     snprintf(err, err_size, "out of memory for %s on %d links", b->name, n);
+    cfd_solver_free(s);
+    return NULL;
+  }
+  if (b->prepare && b->prepare(&s->chain, s->work)) {
+    snprintf(err, err_size, "%s: a joint's screw is neither a pure rotation nor a pure translation",
+             b->name);
     cfd_solver_free(s);
     return NULL;
   }

@@ -21,6 +21,7 @@ typedef struct cfd_backend {
   const char* description;
   size_t (*work_size)(int n);
   cfd_fd_fn fd;
+  int (*prepare)(const cfd_chain* c, double* work);  // once per solver, before fd (may be NULL)
   int needs_link_mass;      // every link's spatial inertia must be invertible (CFA)
   int gpu_algorithm;        // -1: a CPU back end; else the cfd_gpu_algorithm it runs (fd NULL)
 } cfd_backend;

@@ -1,11 +1,352 @@
-// The fast CPU path: the structured articulated-body algorithm of aba_core.h (shared with the GPU
-// batch kernel), on one state with contiguous scratch.
-#include "aba_core.h"
-#include "chain.h"
+// The fast CPU path: the articulated-body algorithm of aba_core.h, rewritten for one core.
+//
+// Two changes of form, neither an approximation:
+//  - Joint frames. Once per chain (cfd_fast_prepare) every link's frame moves onto its joint axis
+//    with z along it: G_i = (R_G, r) in the link frame, so that S_i = Ad_{G_i} e (e = e_z angular
+//    for a hinge, e_z linear for a slide). The chain is then H'_i = G_{i-1}^-1 H_i G_i,
+//    J'_i = Ad_{G_i}^T J_i Ad_{G_i}, the same q, and the same qacc. A link's pose is H'_i Rz(q) or
+//    H'_i Tz(q), U_i = IA e is a column of IA, and c_i = ad_V(e qd) has four terms.
+//  - 4-wide vectors for the backward sweep. The articulated inertia [[A, B], [B^T, C]] is kept
+//    as the rows of A, B, B^T and C, one vector each (the fourth lane zero); every product in the
+//    congruence X^T Ia X is then a vector multiply-add by a broadcast entry, about 150 vector
+//    operations per link where aba_core.h does some 450 scalar ones.
+// GNU C vector extensions (GCC, Clang): AVX2 where the build targets it, plain code elsewhere.
+#define _GNU_SOURCE  // sincos
+#include <math.h>
+#include <string.h>
 
-size_t cfd_fast_work_size(int n) { return (size_t)n * CFD_ABA_LINK_DOUBLES; }
+#include "cfd_math.h"
+#include "chain.h"
+#include "spatial.h"
+
+// 4 doubles; aligned(8) so that loads from malloc'd memory need no 32-byte alignment
+typedef double v4 __attribute__((vector_size(32), aligned(8)));
+typedef long long v4i __attribute__((vector_size(32)));
+
+#ifdef __clang__
+#define YZX(a) __builtin_shufflevector((a), (a), 1, 2, 0, 3)
+#define ZXY(a) __builtin_shufflevector((a), (a), 2, 0, 1, 3)
+#else
+#define YZX(a) __builtin_shuffle((a), (v4i){1, 2, 0, 3})
+#define ZXY(a) __builtin_shuffle((a), (v4i){2, 0, 1, 3})
+#endif
+
+static inline v4 splat(double x) { return (v4){x, x, x, x}; }
+static inline v4 cross4(v4 a, v4 b) { return YZX(a) * ZXY(b) - ZXY(a) * YZX(b); }
+
+// A symmetric 6x6 (articulated or rigid inertia) as rows: A, B, B^T, C (3 vectors each)
+typedef struct {
+  v4 A[3], B[3], T[3], C[3];
+} sym6;
+
+// The prepared chain, per link: H' (rotation row-major, origin), J' as sym6, the joint kind; and
+// H' cut up so that the pose at q is a few multiply-adds: R = H' Rz(q) has rows
+// cos Hxy_k + sin Hyx_k + Hz_k and columns (cos Hc_0 + sin Hc_1, cos Hc_1 - sin Hc_0, Hc_2)
+// (a slide: cos = 1, sin = 0, and the origin moves by q Hc_2)
+typedef struct {
+  double R[9], p[4];
+  sym6 Jb;
+  v4 Hxy[3], Hyx[3], Hz[3], Hc[3];
+  int slide;
+} fast_link;
+
+// Per link and call: the pose (R row-major and by columns, p), c_i, the bias force, U, 1/d, u.
+// Written as scalars and read back as vectors (or broadcast from memory: a broadcast from a
+// register would queue on the one shuffle port the backward sweep already saturates).
+typedef struct {
+  double R[3][4], Rc[3][4], p[4], cw[4], cv[4], bm[4], bf[4], Ut[4], Ub[4];
+  double invd, u, sin, cos;
+} fast_scratch;
+
+static inline v4 ld4(const double* x) { return *(const v4*)x; }
+static inline void st4(double* x, v4 v) { *(v4*)x = v; }
+
+#define MODEL_DOUBLES(n) (((size_t)(n) * sizeof(fast_link) + sizeof(double) - 1) / sizeof(double) + 1)
+
+size_t cfd_fast_work_size(int n) {
+  return MODEL_DOUBLES(n) + ((size_t)n * sizeof(fast_scratch) + sizeof(double) - 1) / sizeof(double);
+}
+
+static void sym6_from(const double J[36], sym6* S) {
+  for (int r = 0; r < 3; r++) {
+    S->A[r] = (v4){J[6 * r], J[6 * r + 1], J[6 * r + 2], 0};
+    S->B[r] = (v4){J[6 * r + 3], J[6 * r + 4], J[6 * r + 5], 0};
+    S->T[r] = (v4){J[6 * (r + 3)], J[6 * (r + 3) + 1], J[6 * (r + 3) + 2], 0};
+    S->C[r] = (v4){J[6 * (r + 3) + 3], J[6 * (r + 3) + 4], J[6 * (r + 3) + 5], 0};
+  }
+}
+
+// The link's frame on its joint axis: z = the axis, origin on it (hinge) or at the link origin
+// (slide). Returns 0, or 1 for a screw that is neither a pure rotation nor a pure translation.
+static int joint_frame(const double S[6], double R[9], double p[3], int* slide) {
+  const double *w = S, *v = S + 3;
+  double nw = sqrt(cfd_dot3(w, w)), nv = sqrt(cfd_dot3(v, v)), z[3];
+  if (nw > 0) {
+    if (fabs(nw - 1) > 1e-12 || fabs(cfd_dot3(w, v)) > 1e-12 * (1 + nv)) return 1;  // pitch
+    for (int k = 0; k < 3; k++) z[k] = w[k];
+    cfd_cross(w, v, p);  // the axis point nearest the origin: v = p x w
+    *slide = 0;
+  } else {
+    if (!(nv > 0)) return 1;
+    for (int k = 0; k < 3; k++) z[k] = v[k] / nv, p[k] = 0;
+    if (fabs(nv - 1) > 1e-12) return 1;
+    *slide = 1;
+  }
+  // x: the coordinate axis least aligned with z, made orthogonal to it; y = z x x
+  int a = fabs(z[0]) < fabs(z[1]) ? (fabs(z[0]) < fabs(z[2]) ? 0 : 2) : (fabs(z[1]) < fabs(z[2]) ? 1 : 2);
+  double x[3] = {0, 0, 0}, y[3];
+  x[a] = 1;
+  double zx = z[a];
+  for (int k = 0; k < 3; k++) x[k] -= zx * z[k];
+  double nx = sqrt(cfd_dot3(x, x));
+  for (int k = 0; k < 3; k++) x[k] /= nx;
+  cfd_cross(z, x, y);
+  for (int k = 0; k < 3; k++) R[3 * k] = x[k], R[3 * k + 1] = y[k], R[3 * k + 2] = z[k];
+  return 0;
+}
+
+// sin and cos of x to within a few units in the last place, for |x| < 2^20 (else libm): x less
+// the nearest multiple k of pi/2 (pi/2 in three parts, each product exact in a fused multiply-add),
+// Taylor series to r^17 / 17! and r^18 / 18! on |r| <= pi/4 (truncation below 1e-17), then the
+// quadrant k mod 4. Branch-free apart from the range test, so that the links' calls overlap.
+static inline void sin_cos(double x, double* s, double* c) {
+  if (!(fabs(x) < 1048576.0)) {
+    sincos(x, s, c);
+    return;
+  }
+  const double PIO2_A = 1.5707963267948966, PIO2_B = 6.123233995736766e-17,
+               PIO2_C = -1.4973849048591698e-33;
+  double k = nearbyint(x * 0.6366197723675814);
+  double r = fma(-k, PIO2_A, x);
+  r = fma(-k, PIO2_B, r);
+  r = fma(-k, PIO2_C, r);
+  double r2 = r * r;
+  double ps = 1.0 / 355687428096000.0;  // 1/17!
+  ps = fma(ps, r2, -1.0 / 1307674368000.0);
+  ps = fma(ps, r2, 1.0 / 6227020800.0);
+  ps = fma(ps, r2, -1.0 / 39916800.0);
+  ps = fma(ps, r2, 1.0 / 362880.0);
+  ps = fma(ps, r2, -1.0 / 5040.0);
+  ps = fma(ps, r2, 1.0 / 120.0);
+  ps = fma(ps, r2, -1.0 / 6.0);
+  double sr = fma(ps * r2, r, r);
+  double pc = -1.0 / 6402373705728000.0;  // -1/18!
+  pc = fma(pc, r2, 1.0 / 20922789888000.0);
+  pc = fma(pc, r2, -1.0 / 87178291200.0);
+  pc = fma(pc, r2, 1.0 / 479001600.0);
+  pc = fma(pc, r2, -1.0 / 3628800.0);
+  pc = fma(pc, r2, 1.0 / 40320.0);
+  pc = fma(pc, r2, -1.0 / 720.0);
+  pc = fma(pc, r2, 1.0 / 24.0);
+  pc = fma(pc, r2, -0.5);
+  double cr = fma(pc, r2, 1.0);
+  // quadrant by table lookups, not branches (q is random to the branch predictor)
+  long long quad = (long long)k & 3;
+  double sw_s[2] = {sr, cr}, sw_c[2] = {cr, -sr}, sign = 1.0 - (double)(quad & 2);
+  *s = sign * sw_s[quad & 1];
+  *c = sign * sw_c[quad & 1];
+}
+
+static fast_link* model_of(double* work) { return (fast_link*)(work + 1); }
+
+int cfd_fast_prepare(const cfd_chain* c, double* work) {
+  int n = c->n;
+  fast_link* L = model_of(work);
+  double Gp_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gp_p[3] = {0, 0, 0};  // G_{-1}: the world frame
+  for (int i = 0; i < n; i++) {
+    double GR[9], Gpos[3];
+    if (joint_frame(c->screw + 6 * i, GR, Gpos, &L[i].slide)) {
+      work[0] = 0;
+      return 1;
+    }
+    // H' = G_{i-1}^-1 H G_i
+    double GpT[9], ip[3], HG_R[9], HG_p[3], t[3];
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 3; k++) GpT[3 * r + k] = Gp_R[3 * k + r];
+    cfd_rot(GpT, Gp_p, ip);
+    for (int k = 0; k < 3; k++) ip[k] = -ip[k];
+    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, GR, Gpos, HG_R, HG_p);
+    cfd_se3_mul(GpT, ip, HG_R, HG_p, L[i].R, L[i].p);
+    // J' = Ad_G^T J Ad_G: J moved into the frame of which the link frame is the child at G^-1
+    double GT[9], gp[3];
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 3; k++) GT[3 * r + k] = GR[3 * k + r];
+    cfd_rot(GT, Gpos, t);
+    for (int k = 0; k < 3; k++) gp[k] = -t[k];
+    double J[36];
+    cfd_inertia_to_parent(GT, gp, c->inertia + 36 * i, J);
+    for (int r = 0; r < 6; r++)  // exactly symmetric, as the sweeps assume
+      for (int k = 0; k < r; k++) J[6 * r + k] = J[6 * k + r];
+    sym6_from(J, &L[i].Jb);
+    const double* H = L[i].R;
+    L[i].p[3] = 0;
+    for (int k = 0; k < 3; k++) {
+      L[i].Hxy[k] = (v4){H[3 * k], H[3 * k + 1], 0, 0};
+      L[i].Hyx[k] = (v4){H[3 * k + 1], -H[3 * k], 0, 0};
+      L[i].Hz[k] = (v4){0, 0, H[3 * k + 2], 0};
+      L[i].Hc[k] = (v4){H[k], H[3 + k], H[6 + k], 0};
+    }
+    memcpy(Gp_R, GR, sizeof GR);
+    memcpy(Gp_p, Gpos, sizeof Gpos);
+  }
+  work[0] = 1;
+  return 0;
+}
+
+// out = sum_k x[k] M[k] (the rows of a 3x3 times a row vector's entries)
+static inline v4 comb3(v4 x, const v4 M[3]) { return x[0] * M[0] + x[1] * M[1] + x[2] * M[2]; }
+
+// R M R^T for M given by rows, R by rows of 4 and by columns Rc: row r of M R^T is
+// sum_k M[r][k] Rc_k, then row r of R (M R^T) is sum_k R[r][k] (M R^T)_k, R[r][k] broadcast
+// from memory
+static inline void rotate_rows(const double (*R)[4], const v4 Rc[3], v4 M[3]) {
+  v4 T0 = comb3(M[0], Rc), T1 = comb3(M[1], Rc), T2 = comb3(M[2], Rc);
+  for (int r = 0; r < 3; r++) M[r] = R[r][0] * T0 + R[r][1] * T1 + R[r][2] * T2;
+}
+
+// p^ M for M given by rows: row 0 = -p2 M1 + p1 M2, row 1 = p2 M0 - p0 M2, row 2 = -p1 M0 + p0 M1
+static inline void hat_rows(const double p[3], const v4 M[3], v4 out[3]) {
+  out[0] = p[1] * M[2] - p[2] * M[1];
+  out[1] = p[2] * M[0] - p[0] * M[2];
+  out[2] = p[0] * M[1] - p[1] * M[0];
+}
+
+// M p^ for M given by rows: row r = sum_k M[r][k] P_k, P_k the rows of p^
+static inline void rows_hat(const v4 P[3], const v4 M[3], v4 out[3]) {
+  for (int r = 0; r < 3; r++) out[r] = comb3(M[r], P);
+}
+
+int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                         const double* extra_diag, double* qacc, double* work) {
+  int n = c->n;
+  const fast_link* L = model_of(work);
+  fast_scratch* W = (fast_scratch*)(work + MODEL_DOUBLES(n));
+
+  // out: poses, velocities, c_i, bias forces (the sines first: independent, so they overlap)
+  for (int i = 0; i < n; i++) {
+    if (L[i].slide) W[i].sin = 0, W[i].cos = 1;
+    else sin_cos(q[i], &W[i].sin, &W[i].cos);
+  }
+  const v4 ez = {0, 0, 1, 0};
+  v4 w = {0, 0, 0, 0}, v = {0, 0, 0, 0};  // the link's twist, angular and linear
+  for (int i = 0; i < n; i++) {
+    const fast_link* l = &L[i];
+    fast_scratch* s = &W[i];
+    double sn = s->sin, co = s->cos;
+    v4 R[3], p = ld4(l->p) + (l->slide ? q[i] : 0) * l->Hc[2];
+    for (int k = 0; k < 3; k++) st4(s->R[k], R[k] = co * l->Hxy[k] + sn * l->Hyx[k] + l->Hz[k]);
+    st4(s->Rc[0], co * l->Hc[0] + sn * l->Hc[1]);
+    st4(s->Rc[1], co * l->Hc[1] - sn * l->Hc[0]);
+    st4(s->Rc[2], l->Hc[2]);
+    st4(s->p, p);
+    // V = Ad_{T^-1} V_parent + e qd:  w = R^T w,  v = R^T (v + w x p)
+    v4 t = v + cross4(w, p);
+    w = comb3(w, R);
+    v = comb3(t, R);
+    double x = qd[i];
+    v4 wz = cross4(w, ez), vz;  // w x e_z (before e qd: e_z x e_z = 0)
+    if (l->slide) {
+      v += x * ez;
+      st4(s->cw, (v4){0, 0, 0, 0});
+      st4(s->cv, x * wz);
+    } else {
+      vz = cross4(v, ez);
+      w += x * ez;
+      st4(s->cw, x * wz);
+      st4(s->cv, x * vz);
+    }
+    // bias force -ad*_V J V = [w x Lm + v x Lf; w x Lf], J V = [A w + B v; B^T w + C v]
+    const sym6* J = &l->Jb;
+    v4 Lm = comb3(w, J->A) + comb3(v, J->T), Lf = comb3(w, J->B) + comb3(v, J->C);
+    st4(s->bm, cross4(w, Lm) + cross4(v, Lf));
+    st4(s->bf, cross4(w, Lf));
+  }
+
+  // in: articulated inertia IA and bias (m, f), running from the tip
+  sym6 I = L[n - 1].Jb;
+  v4 m = {0, 0, 0, 0}, f = {0, 0, 0, 0};
+  for (int i = n - 1; i >= 0; i--) {
+    fast_scratch* w = &W[i];
+    m += ld4(w->bm);
+    f += ld4(w->bf);
+    v4 Ut, Ub;
+    double d, u;
+    if (L[i].slide) {  // U = IA e_5: column 5 = [B^T row 2; C row 2]
+      Ut = I.T[2], Ub = I.C[2];
+      d = Ub[2];
+      u = tau[i] - f[2];
+    } else {           // U = IA e_2: column 2 = [A row 2; B row 2]
+      Ut = I.A[2], Ub = I.B[2];
+      d = Ut[2];
+      u = tau[i] - m[2];
+    }
+    d += c->armature[i] + (extra_diag ? extra_diag[i] : 0);
+    if (!(d > 0)) return CFD_ERR_SINGULAR;
+    double inv = 1 / d;
+    st4(w->Ut, Ut);
+    st4(w->Ub, Ub);
+    w->invd = inv, w->u = u;
+    if (i == 0) break;
+    // Ia = IA - U U^T / d
+    v4 st = Ut * inv, sb = Ub * inv;
+    for (int r = 0; r < 3; r++) {
+      I.A[r] -= st[r] * Ut;
+      I.B[r] -= st[r] * Ub;
+      I.T[r] -= sb[r] * Ut;
+      I.C[r] -= sb[r] * Ub;
+    }
+    // pa = pA + Ia c + U u / d (c_i has two terms in each half), then to the parent:
+    // f_p = R f, m_p = R m + p x f_p
+    v4 Rc[3] = {ld4(w->Rc[0]), ld4(w->Rc[1]), ld4(w->Rc[2])}, su = splat(u * inv);
+    const double *cw = w->cw, *cv = w->cv;
+    m += cw[0] * I.A[0] + cw[1] * I.A[1] + cv[0] * I.T[0] + cv[1] * I.T[1] + Ut * su;
+    f += cw[0] * I.B[0] + cw[1] * I.B[1] + cv[0] * I.C[0] + cv[1] * I.C[1] + Ub * su;
+    f = comb3(f, Rc);
+    m = comb3(m, Rc) + cross4(ld4(w->p), f);
+    // X^T Ia X: rotate every block, then shift the reference point by p
+    rotate_rows(w->R, Rc, I.A);
+    rotate_rows(w->R, Rc, I.B);
+    rotate_rows(w->R, Rc, I.T);
+    rotate_rows(w->R, Rc, I.C);
+    const double* pp = w->p;
+    v4 P[3] = {{0, -pp[2], pp[1], 0}, {pp[2], 0, -pp[0], 0}, {-pp[1], pp[0], 0, 0}};
+    v4 pC[3], Cp[3], pT[3], Bp[3], pCp[3];
+    hat_rows(pp, I.C, pC);   // p^ C'
+    rows_hat(P, I.C, Cp);    // C' p^
+    hat_rows(pp, I.T, pT);   // p^ B'^T
+    rows_hat(P, I.B, Bp);    // B' p^
+    hat_rows(pp, Cp, pCp);   // p^ C' p^
+    const sym6* J = &L[i - 1].Jb;
+    for (int r = 0; r < 3; r++) {
+      I.A[r] += J->A[r] + pT[r] - Bp[r] - pCp[r];
+      I.B[r] += J->B[r] + pC[r];
+      I.T[r] += J->T[r] - Cp[r];
+      I.C[r] += J->C[r];
+    }
+  }
+
+  // out: accelerations
+  double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  for (int i = 0; i < n; i++) {
+    const fast_scratch* w = &W[i];
+    double ai[6];
+    double R[9] = {w->R[0][0], w->R[0][1], w->R[0][2], w->R[1][0], w->R[1][1], w->R[1][2],
+                   w->R[2][0], w->R[2][1], w->R[2][2]};
+    cfd_twist_to_child(R, w->p, a, ai);
+    ai[0] += w->cw[0]; ai[1] += w->cw[1];
+    ai[3] += w->cv[0]; ai[4] += w->cv[1];
+    double Ua = w->Ut[0] * ai[0] + w->Ut[1] * ai[1] + w->Ut[2] * ai[2] + w->Ub[0] * ai[3] +
+                w->Ub[1] * ai[4] + w->Ub[2] * ai[5];
+    double qa = (w->u - Ua) * w->invd;
+    qacc[i] = qa;
+    ai[L[i].slide ? 5 : 2] += qa;
+    memcpy(a, ai, sizeof a);
+  }
+  return CFD_OK;
+}
 
 int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work) {
-  return cfd_aba_core(c, q, qd, tau, extra_diag, qacc, 1, work, 1);
+  if (cfd_fast_prepare(c, work)) return CFD_ERR_SINGULAR;
+  return cfd_fd_fast_prepared(c, q, qd, tau, extra_diag, qacc, work);
 }
