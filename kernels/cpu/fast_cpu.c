@@ -11,7 +11,7 @@
 //    congruence X^T Ia X is then a vector multiply-add by a broadcast entry, about 150 vector
 //    operations per link where aba_core.h does some 450 scalar ones.
 // GNU C vector extensions (GCC, Clang): AVX2 where the build targets it, plain code elsewhere.
-#define _GNU_SOURCE  // sincos
+#define _GNU_SOURCE  // sincos (libm, for the lanes out of sin_cos4's range)
 #include <math.h>
 #include <string.h>
 
@@ -21,14 +21,14 @@
 
 // 4 doubles; aligned(8) so that loads from malloc'd memory need no 32-byte alignment
 typedef double v4 __attribute__((vector_size(32), aligned(8)));
-typedef long long v4i __attribute__((vector_size(32)));
+typedef unsigned long long v4u __attribute__((vector_size(32)));
 
 #ifdef __clang__
 #define YZX(a) __builtin_shufflevector((a), (a), 1, 2, 0, 3)
 #define ZXY(a) __builtin_shufflevector((a), (a), 2, 0, 1, 3)
 #else
-#define YZX(a) __builtin_shuffle((a), (v4i){1, 2, 0, 3})
-#define ZXY(a) __builtin_shuffle((a), (v4i){2, 0, 1, 3})
+#define YZX(a) __builtin_shuffle((a), (v4u){1, 2, 0, 3})
+#define ZXY(a) __builtin_shuffle((a), (v4u){2, 0, 1, 3})
 #endif
 
 static inline v4 splat(double x) { return (v4){x, x, x, x}; }
@@ -55,7 +55,7 @@ typedef struct {
 // register would queue on the one shuffle port the backward sweep already saturates).
 typedef struct {
   double R[3][4], Rc[3][4], p[4], cw[4], cv[4], bm[4], bf[4], Ut[4], Ub[4];
-  double invd, u, sin, cos;
+  double invd, u;
 } fast_scratch;
 
 static inline v4 ld4(const double* x) { return *(const v4*)x; }
@@ -63,9 +63,10 @@ static inline void st4(double* x, v4 v) { *(v4*)x = v; }
 
 #define MODEL_DOUBLES(n) (((size_t)(n) * sizeof(fast_link) + sizeof(double) - 1) / sizeof(double) + 1)
 
-size_t cfd_fast_work_size(int n) {
-  return MODEL_DOUBLES(n) + ((size_t)n * sizeof(fast_scratch) + sizeof(double) - 1) / sizeof(double);
-}
+#define SCRATCH_DOUBLES(n) (((size_t)(n) * sizeof(fast_scratch) + sizeof(double) - 1) / sizeof(double))
+
+// work: a flag, the prepared chain, per-link scratch, then the sines and cosines
+size_t cfd_fast_work_size(int n) { return MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n) + 2 * (size_t)n; }
 
 static void sym6_from(const double J[36], sym6* S) {
   for (int r = 0; r < 3; r++) {
@@ -105,46 +106,62 @@ static int joint_frame(const double S[6], double R[9], double p[3], int* slide) 
   return 0;
 }
 
-// sin and cos of x to within a few units in the last place, for |x| < 2^20 (else libm): x less
-// the nearest multiple k of pi/2 (pi/2 in three parts, each product exact in a fused multiply-add),
-// Taylor series to r^17 / 17! and r^18 / 18! on |r| <= pi/4 (truncation below 1e-17), then the
-// quadrant k mod 4. Branch-free apart from the range test, so that the links' calls overlap.
-static inline void sin_cos(double x, double* s, double* c) {
-  if (!(fabs(x) < 1048576.0)) {
-    sincos(x, s, c);
-    return;
+// sin and cos of four x at once, to within a few units in the last place for |x| < 2^20 (the
+// caller redoes other lanes with libm): x less the nearest multiple k of pi/2, with pi/2 in three
+// parts of which the first two have 33 significant bits (their products with k exact), Taylor
+// series to r^17 / 17! and r^18 / 18! on |r| <= pi/4 (truncation below 1e-17), then the quadrant
+// k mod 4 by bit operations. A tenth of libm's time per value, the links' sweeps being short.
+static inline void sin_cos4(v4 x, v4* s, v4* c) {
+  const v4 shift = splat(6755399441055744.0);  // 1.5 * 2^52: the sum is k in the low bits
+  v4 t = x * 0.6366197723675814 + shift;
+  v4 k = t - shift;
+  v4u quad = (v4u)t;
+  v4 r = x - k * 1.5707963267341256;
+  r = r - k * 6.077100506303966e-11;
+  r = r - k * 2.0222662487959506e-21;
+  v4 r2 = r * r;
+  v4 ps = splat(1.0 / 355687428096000.0);  // 1/17!
+  ps = ps * r2 - 1.0 / 1307674368000.0;
+  ps = ps * r2 + 1.0 / 6227020800.0;
+  ps = ps * r2 - 1.0 / 39916800.0;
+  ps = ps * r2 + 1.0 / 362880.0;
+  ps = ps * r2 - 1.0 / 5040.0;
+  ps = ps * r2 + 1.0 / 120.0;
+  ps = ps * r2 - 1.0 / 6.0;
+  v4 sr = (ps * r2) * r + r;
+  v4 pc = splat(-1.0 / 6402373705728000.0);  // -1/18!
+  pc = pc * r2 + 1.0 / 20922789888000.0;
+  pc = pc * r2 - 1.0 / 87178291200.0;
+  pc = pc * r2 + 1.0 / 479001600.0;
+  pc = pc * r2 - 1.0 / 3628800.0;
+  pc = pc * r2 + 1.0 / 40320.0;
+  pc = pc * r2 - 1.0 / 720.0;
+  pc = pc * r2 + 1.0 / 24.0;
+  pc = pc * r2 - 0.5;
+  v4 cr = pc * r2 + 1.0;
+  // quadrant: odd ones swap sin and cos; sin is negated in 2 and 3, cos in 1 and 2
+  v4u odd = -(quad & 1), sflip = (quad & 2) << 62, cflip = ((quad + 1) & 2) << 62;
+  v4u sw_s = ((v4u)cr & odd) | ((v4u)sr & ~odd), sw_c = ((v4u)sr & odd) | ((v4u)cr & ~odd);
+  *s = (v4)(sw_s ^ sflip);
+  *c = (v4)(sw_c ^ cflip);
+}
+
+// sin and cos of q[0..n) into sn, cs
+static void sin_cos_all(const double* q, int n, double* sn, double* cs) {
+  for (int i = 0; i < n; i += 4) {
+    double x[4] = {0, 0, 0, 0}, s4[4], c4[4];
+    int m = n - i < 4 ? n - i : 4;
+    memcpy(x, q + i, sizeof(double) * m);
+    v4 vs, vc;
+    sin_cos4(ld4(x), &vs, &vc);
+    st4(s4, vs);
+    st4(c4, vc);
+    for (int k = 0; k < m; k++) {
+      if (!(fabs(x[k]) < 1048576.0)) sincos(x[k], s4 + k, c4 + k);
+      sn[i + k] = s4[k];
+      cs[i + k] = c4[k];
+    }
   }
-  const double PIO2_A = 1.5707963267948966, PIO2_B = 6.123233995736766e-17,
-               PIO2_C = -1.4973849048591698e-33;
-  double k = nearbyint(x * 0.6366197723675814);
-  double r = fma(-k, PIO2_A, x);
-  r = fma(-k, PIO2_B, r);
-  r = fma(-k, PIO2_C, r);
-  double r2 = r * r;
-  double ps = 1.0 / 355687428096000.0;  // 1/17!
-  ps = fma(ps, r2, -1.0 / 1307674368000.0);
-  ps = fma(ps, r2, 1.0 / 6227020800.0);
-  ps = fma(ps, r2, -1.0 / 39916800.0);
-  ps = fma(ps, r2, 1.0 / 362880.0);
-  ps = fma(ps, r2, -1.0 / 5040.0);
-  ps = fma(ps, r2, 1.0 / 120.0);
-  ps = fma(ps, r2, -1.0 / 6.0);
-  double sr = fma(ps * r2, r, r);
-  double pc = -1.0 / 6402373705728000.0;  // -1/18!
-  pc = fma(pc, r2, 1.0 / 20922789888000.0);
-  pc = fma(pc, r2, -1.0 / 87178291200.0);
-  pc = fma(pc, r2, 1.0 / 479001600.0);
-  pc = fma(pc, r2, -1.0 / 3628800.0);
-  pc = fma(pc, r2, 1.0 / 40320.0);
-  pc = fma(pc, r2, -1.0 / 720.0);
-  pc = fma(pc, r2, 1.0 / 24.0);
-  pc = fma(pc, r2, -0.5);
-  double cr = fma(pc, r2, 1.0);
-  // quadrant by table lookups, not branches (q is random to the branch predictor)
-  long long quad = (long long)k & 3;
-  double sw_s[2] = {sr, cr}, sw_c[2] = {cr, -sr}, sign = 1.0 - (double)(quad & 2);
-  *s = sign * sw_s[quad & 1];
-  *c = sign * sw_c[quad & 1];
 }
 
 static fast_link* model_of(double* work) { return (fast_link*)(work + 1); }
@@ -223,16 +240,15 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
   fast_scratch* W = (fast_scratch*)(work + MODEL_DOUBLES(n));
 
   // out: poses, velocities, c_i, bias forces (the sines first: independent, so they overlap)
-  for (int i = 0; i < n; i++) {
-    if (L[i].slide) W[i].sin = 0, W[i].cos = 1;
-    else sin_cos(q[i], &W[i].sin, &W[i].cos);
-  }
+  double* sines = work + MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n);
+  double* cosines = sines + n;
+  sin_cos_all(q, n, sines, cosines);
   const v4 ez = {0, 0, 1, 0};
   v4 w = {0, 0, 0, 0}, v = {0, 0, 0, 0};  // the link's twist, angular and linear
   for (int i = 0; i < n; i++) {
     const fast_link* l = &L[i];
     fast_scratch* s = &W[i];
-    double sn = s->sin, co = s->cos;
+    double sn = l->slide ? 0 : sines[i], co = l->slide ? 1 : cosines[i];
     v4 R[3], p = ld4(l->p) + (l->slide ? q[i] : 0) * l->Hc[2];
     for (int k = 0; k < 3; k++) st4(s->R[k], R[k] = co * l->Hxy[k] + sn * l->Hyx[k] + l->Hz[k]);
     st4(s->Rc[0], co * l->Hc[0] + sn * l->Hc[1]);
@@ -287,23 +303,22 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
     st4(w->Ub, Ub);
     w->invd = inv, w->u = u;
     if (i == 0) break;
-    // Ia = IA - U U^T / d
-    v4 st = Ut * inv, sb = Ub * inv;
-    for (int r = 0; r < 3; r++) {
-      I.A[r] -= st[r] * Ut;
-      I.B[r] -= st[r] * Ub;
-      I.T[r] -= sb[r] * Ut;
-      I.C[r] -= sb[r] * Ub;
-    }
-    // pa = pA + Ia c + U u / d (c_i has two terms in each half), then to the parent:
-    // f_p = R f, m_p = R m + p x f_p
-    v4 Rc[3] = {ld4(w->Rc[0]), ld4(w->Rc[1]), ld4(w->Rc[2])}, su = splat(u * inv);
+    // Ia = IA - U U^T / d and pa = pA + Ia c + U u / d, taken to the parent as
+    //   X^T Ia X = X^T IA X - U' U'^T / d,   X^T pa = X^T (pA + IA c) + U' (u - U.c) / d
+    // with U' = X^T U: the congruence need not wait for d and its division (the sweep's
+    // critical path). c_i has two terms in each half; wrenches go up as f_p = R f,
+    // m_p = R m + p x f_p.
+    v4 Rc[3] = {ld4(w->Rc[0]), ld4(w->Rc[1]), ld4(w->Rc[2])}, p = ld4(w->p);
     const double *cw = w->cw, *cv = w->cv;
-    m += cw[0] * I.A[0] + cw[1] * I.A[1] + cv[0] * I.T[0] + cv[1] * I.T[1] + Ut * su;
-    f += cw[0] * I.B[0] + cw[1] * I.B[1] + cv[0] * I.C[0] + cv[1] * I.C[1] + Ub * su;
+    double Uc = Ut[0] * cw[0] + Ut[1] * cw[1] + Ub[0] * cv[0] + Ub[1] * cv[1];
+    v4 su = splat((u - Uc) * inv);
+    m += cw[0] * I.A[0] + cw[1] * I.A[1] + cv[0] * I.T[0] + cv[1] * I.T[1];
+    f += cw[0] * I.B[0] + cw[1] * I.B[1] + cv[0] * I.C[0] + cv[1] * I.C[1];
+    v4 Uf = comb3(Ub, Rc), Um = comb3(Ut, Rc) + cross4(p, Uf);
     f = comb3(f, Rc);
-    m = comb3(m, Rc) + cross4(ld4(w->p), f);
-    // X^T Ia X: rotate every block, then shift the reference point by p
+    m = comb3(m, Rc) + cross4(p, f) + Um * su;
+    f += Uf * su;
+    // X^T IA X: rotate every block, then shift the reference point by p
     rotate_rows(w->R, Rc, I.A);
     rotate_rows(w->R, Rc, I.B);
     rotate_rows(w->R, Rc, I.T);
@@ -317,11 +332,12 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
     rows_hat(P, I.B, Bp);    // B' p^
     hat_rows(pp, Cp, pCp);   // p^ C' p^
     const sym6* J = &L[i - 1].Jb;
+    v4 st = Um * inv, sb = Uf * inv;
     for (int r = 0; r < 3; r++) {
-      I.A[r] += J->A[r] + pT[r] - Bp[r] - pCp[r];
-      I.B[r] += J->B[r] + pC[r];
-      I.T[r] += J->T[r] - Cp[r];
-      I.C[r] += J->C[r];
+      I.A[r] += (J->A[r] + pT[r]) - (Bp[r] + pCp[r]) - st[r] * Um;
+      I.B[r] += (J->B[r] + pC[r]) - st[r] * Uf;
+      I.T[r] += (J->T[r] - Cp[r]) - sb[r] * Um;
+      I.C[r] += J->C[r] - sb[r] * Uf;
     }
   }
 
