@@ -86,9 +86,10 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
 // The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, on the
 // chain re-expressed in joint frames (each link's frame on its joint axis), with 4-wide vector
 // algebra (fast_cpu.c). cfd_fast_prepare writes that form of c into the head of work (once per
-// chain; 1 for a screw that is neither a pure rotation nor a pure translation, which MuJoCo's
-// hinges and slides never are); cfd_fd_fast_prepared then solves from it, and cfd_fd_fast_cpu
-// does both (for one-off calls).
+// chain); cfd_fd_fast_prepared then solves from it, and cfd_fd_fast_cpu does both (for one-off
+// calls). A screw that is neither a pure rotation nor a pure translation (a pitch: MuJoCo's hinges
+// and slides never have one) has no such form: prepare returns 1 and the solves take aba_core.h's
+// sweeps in link frames instead, exact as well.
 size_t cfd_fast_work_size(int n);
 int cfd_fast_prepare(const cfd_chain* c, double* work);
 int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,

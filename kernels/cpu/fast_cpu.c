@@ -1,20 +1,25 @@
 // The fast CPU path: the articulated-body algorithm of aba_core.h, rewritten for one core.
 //
-// Two changes of form, neither an approximation:
+// Changes of form, none an approximation:
 //  - Joint frames. Once per chain (cfd_fast_prepare) every link's frame moves onto its joint axis
 //    with z along it: G_i = (R_G, r) in the link frame, so that S_i = Ad_{G_i} e (e = e_z angular
 //    for a hinge, e_z linear for a slide). The chain is then H'_i = G_{i-1}^-1 H_i G_i,
 //    J'_i = Ad_{G_i}^T J_i Ad_{G_i}, the same q, and the same qacc. A link's pose is H'_i Rz(q) or
-//    H'_i Tz(q), U_i = IA e is a column of IA, and c_i = ad_V(e qd) has four terms.
-//  - 4-wide vectors for the backward sweep. The articulated inertia [[A, B], [B^T, C]] is kept
-//    as the rows of A, B, B^T and C, one vector each (the fourth lane zero); every product in the
-//    congruence X^T Ia X is then a vector multiply-add by a broadcast entry, about 150 vector
-//    operations per link where aba_core.h does some 450 scalar ones.
+//    H'_i Tz(q), U_i = IA e is a column of IA, and c_i = ad_V(e qd) has four terms. (A screw with
+//    pitch has no such frame; the solves then take aba_core.h's sweeps in link frames.)
+//  - 4-wide vectors. The articulated inertia [[A, B], [B^T, C]] is kept as the rows of A, B, B^T
+//    and C, one vector each (the fourth lane zero); every product in the congruence X^T IA X is a
+//    vector multiply-add by a broadcast entry: about 150 vector operations per link where
+//    aba_core.h does some 450 scalar ones. Twists and wrenches are vectors too.
+//  - The rank-one update Ia = IA - U U^T / d is applied after the congruence, to U' = X^T U, so
+//    that the congruence (the backward sweep's critical path) need not wait for d's division.
+//  - sin and cos of four links at once (sin_cos4), a tenth of libm's time per value.
 // GNU C vector extensions (GCC, Clang): AVX2 where the build targets it, plain code elsewhere.
 #define _GNU_SOURCE  // sincos (libm, for the lanes out of sin_cos4's range)
 #include <math.h>
 #include <string.h>
 
+#include "aba_core.h"
 #include "cfd_math.h"
 #include "chain.h"
 #include "spatial.h"
@@ -50,9 +55,9 @@ typedef struct {
   int slide;
 } fast_link;
 
-// Per link and call: the pose (R row-major and by columns, p), c_i, the bias force, U, 1/d, u.
-// Written as scalars and read back as vectors (or broadcast from memory: a broadcast from a
-// register would queue on the one shuffle port the backward sweep already saturates).
+// Per link and call, from one sweep to the next: the pose (R by rows and by columns, p), c_i, the
+// bias force, U, 1/d, u. The congruence broadcasts R's entries from here (from memory, by the load
+// ports: a broadcast from a register queues on the one shuffle port, which the sweep keeps busy).
 typedef struct {
   double R[3][4], Rc[3][4], p[4], cw[4], cv[4], bm[4], bf[4], Ut[4], Ub[4];
   double invd, u;
@@ -66,7 +71,11 @@ static inline void st4(double* x, v4 v) { *(v4*)x = v; }
 #define SCRATCH_DOUBLES(n) (((size_t)(n) * sizeof(fast_scratch) + sizeof(double) - 1) / sizeof(double))
 
 // work: a flag, the prepared chain, per-link scratch, then the sines and cosines
-size_t cfd_fast_work_size(int n) { return MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n) + 2 * (size_t)n; }
+size_t cfd_fast_work_size(int n) {
+  size_t size = MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n) + 2 * (size_t)n;
+  size_t generic = 1 + (size_t)n * CFD_ABA_LINK_DOUBLES;  // the fallback's (cfd_aba_core)
+  return size > generic ? size : generic;
+}
 
 static void sym6_from(const double J[36], sym6* S) {
   for (int r = 0; r < 3; r++) {
@@ -236,6 +245,8 @@ static inline void rows_hat(const v4 P[3], const v4 M[3], v4 out[3]) {
 int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                          const double* extra_diag, double* qacc, double* work) {
   int n = c->n;
+  if (work[0] != 1)  // a screw with pitch (not from MuJoCo): the same sweeps in link frames
+    return cfd_aba_core(c, q, qd, tau, extra_diag, qacc, 1, work + 1, 1);
   const fast_link* L = model_of(work);
   fast_scratch* W = (fast_scratch*)(work + MODEL_DOUBLES(n));
 
@@ -363,6 +374,6 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
 
 int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work) {
-  if (cfd_fast_prepare(c, work)) return CFD_ERR_SINGULAR;
+  cfd_fast_prepare(c, work);
   return cfd_fd_fast_prepared(c, q, qd, tau, extra_diag, qacc, work);
 }
