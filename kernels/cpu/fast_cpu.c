@@ -178,7 +178,8 @@ static fast_link* model_of(double* work) { return (fast_link*)(work + 1); }
 int cfd_fast_prepare(const cfd_chain* c, double* work) {
   int n = c->n;
   fast_link* L = model_of(work);
-  double Gp_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gp_p[3] = {0, 0, 0};  // G_{-1}: the world frame
+  // G_{i-1}^-1 = (R^T, -R^T p), the world frame's (identity) for the first link
+  double Gi_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gi_p[3] = {0, 0, 0};
   for (int i = 0; i < n; i++) {
     double GR[9], Gpos[3];
     if (joint_frame(c->screw + 6 * i, GR, Gpos, &L[i].slide)) {
@@ -186,21 +187,17 @@ int cfd_fast_prepare(const cfd_chain* c, double* work) {
       return 1;
     }
     // H' = G_{i-1}^-1 H G_i
-    double GpT[9], ip[3], HG_R[9], HG_p[3], t[3];
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) GpT[3 * r + k] = Gp_R[3 * k + r];
-    cfd_rot(GpT, Gp_p, ip);
-    for (int k = 0; k < 3; k++) ip[k] = -ip[k];
+    double HG_R[9], HG_p[3];
     cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, GR, Gpos, HG_R, HG_p);
-    cfd_se3_mul(GpT, ip, HG_R, HG_p, L[i].R, L[i].p);
-    // J' = Ad_G^T J Ad_G: J moved into the frame of which the link frame is the child at G^-1
-    double GT[9], gp[3];
+    cfd_se3_mul(Gi_R, Gi_p, HG_R, HG_p, L[i].R, L[i].p);
+    // G_i^-1, then J' = Ad_G^T J Ad_G: J moved into the frame of which the link frame is the
+    // child at G^-1
     for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) GT[3 * r + k] = GR[3 * k + r];
-    cfd_rot(GT, Gpos, t);
-    for (int k = 0; k < 3; k++) gp[k] = -t[k];
+      for (int k = 0; k < 3; k++) Gi_R[3 * r + k] = GR[3 * k + r];
+    cfd_rot(Gi_R, Gpos, Gi_p);
+    for (int k = 0; k < 3; k++) Gi_p[k] = -Gi_p[k];
     double J[36];
-    cfd_inertia_to_parent(GT, gp, c->inertia + 36 * i, J);
+    cfd_inertia_to_parent(Gi_R, Gi_p, c->inertia + 36 * i, J);
     for (int r = 0; r < 6; r++)  // exactly symmetric, as the sweeps assume
       for (int k = 0; k < r; k++) J[6 * r + k] = J[6 * k + r];
     sym6_from(J, &L[i].Jb);
@@ -212,8 +209,6 @@ int cfd_fast_prepare(const cfd_chain* c, double* work) {
       L[i].Hz[k] = (v4){0, 0, H[3 * k + 2], 0};
       L[i].Hc[k] = (v4){H[k], H[3 + k], H[6 + k], 0};
     }
-    memcpy(Gp_R, GR, sizeof GR);
-    memcpy(Gp_p, Gpos, sizeof Gpos);
   }
   work[0] = 1;
   return 0;
