@@ -535,7 +535,8 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
     // host's all-core speed varies from run to run
     int mjB = cores * 4;
     double mj_rates[3] = {0, 0, 0};
-    for (int tries = 0, got = 0; tries < 16 && got < 3; tries++) {
+    int got = 0;
+    for (int tries = 0; tries < 16 && got < 3; tries++) {
       pthread_t tid[256];
       step_job jobs[256];
       double t0 = now();
@@ -548,7 +549,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       if (took >= budget) mj_rates[got++] = (double)mjB * H / took;
       else mjB *= 2;
     }
-    double mj_rate = median(mj_rates, 3);
+    double mj_rate = got ? median(mj_rates, got) : 0;  // the runs that reached the budget
     for (int B = 1; B <= maxB; B *= 4) {
       double* init = malloc(sizeof(double) * (size_t)B * nx);
       double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));

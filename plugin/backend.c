@@ -182,10 +182,14 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
   return CFD_OK;
 }
 
+int cfd_solver_splits(const cfd_solver* s) {
+  return s->gpu && s->backend->gpu_algorithm == CFD_GPU_CFA;
+}
+
 int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag) {
   int n = s->chain.n;
   if (s->split) cfd_solver_cancel(s);  // left over (a step abandoned by an error handler's jump)
-  if (!s->gpu || s->backend->gpu_algorithm != CFD_GPU_CFA) return 1;
+  if (!cfd_solver_splits(s)) return 1;
   if (cfd_check_finite(q, n) || cfd_check_finite(qd, n)) return CFD_ERR_NONFINITE;
   double* p = pair_buffers(s);
   if (!p) return CFD_ERR_GPU;
@@ -211,7 +215,7 @@ void cfd_solver_cancel(cfd_solver* s) {
 }
 
 int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
-                      double* qacc, double* qacc_diag) {
+                      const double* extra_diag, double* qacc, double* qacc_diag) {
   int n = s->chain.n, B = s->split;
   if (!B) {
     snprintf(s->gpu_err, sizeof s->gpu_err, "cfd_solver_finish without cfd_solver_begin");
@@ -219,12 +223,13 @@ int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const do
   }
   double *p = s->pair, *tau2 = p + 4 * n, *d2 = tau2 + 2 * n, *out = d2 + 2 * n;
   if (memcmp(q, s->early + 2 * n, sizeof(double) * n) ||
-      memcmp(qd, s->early + 3 * n, sizeof(double) * n) || cfd_check_finite(tau, n)) {
-    // the state moved since begin (a control callback), or tau is not finite: the plain path,
-    // which also gives the non-finite status
+      memcmp(qd, s->early + 3 * n, sizeof(double) * n) || (B == 2) != (extra_diag != NULL) ||
+      (extra_diag && memcmp(extra_diag, d2 + n, sizeof(double) * n)) || cfd_check_finite(tau, n)) {
+    // the state (or the diagonal, which may depend on it) moved since begin (a control
+    // callback), or tau is not finite: the plain path, which also gives the non-finite status
     cfd_solver_cancel(s);
-    return B == 2 ? cfd_solver_fd2(s, q, qd, tau, d2 + n, qacc, qacc_diag)
-                  : cfd_solver_fd(s, q, qd, tau, NULL, qacc);
+    return extra_diag ? cfd_solver_fd2(s, q, qd, tau, extra_diag, qacc, qacc_diag)
+                      : cfd_solver_fd(s, q, qd, tau, NULL, qacc);
   }
   s->split = 0;
   for (int k = 0; k < B; k++) memcpy(tau2 + k * n, tau, sizeof(double) * n);

@@ -21,7 +21,7 @@ typedef struct cfd_backend {
   const char* description;
   size_t (*work_size)(int n);
   cfd_fd_fn fd;
-  int (*prepare)(const cfd_chain* c, double* work);  // once per solver, before fd (may be NULL)
+  int (*prepare)(const cfd_chain* c, double* work);  // into work once, before fd reads it (may be NULL)
   int needs_link_mass;      // every link's spatial inertia must be invertible (CFA)
   int gpu_algorithm;        // -1: a CPU back end; else the cfd_gpu_algorithm it runs (fd NULL)
 } cfd_backend;
@@ -63,15 +63,17 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
 // cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back end that gains from it (cuda.cfa,
 // whose kinematics, bias forces and elimination factors need no forces): cfd_solver_begin takes
 // the state (and, with extra_diag, asks for fd2's two solves) and starts the GPU, then the caller
-// computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q and qd are
-// given again: if they changed since begin, the solve is redone from them. begin returns 0 when
-// started, nonzero when nothing is under way (a back end that does not split, a non-finite state,
-// a GPU failure): then use cfd_solver_fd / fd2. A started begin ends in finish or cancel (a begin
-// on a solver with one still under way cancels that one first).
+// computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q, qd and
+// extra_diag are given again, as they are now: if any changed since begin, the solve is redone
+// from them. begin returns 0 when started, nonzero when nothing is under way (a back end that does
+// not split, a non-finite state, a GPU failure): then use cfd_solver_fd / fd2. A started begin
+// ends in finish or cancel (a begin on a solver with one still under way cancels that one first).
 int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag);
 int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
-                      double* qacc, double* qacc_diag);
+                      const double* extra_diag, double* qacc, double* qacc_diag);
 void cfd_solver_cancel(cfd_solver* s);
+// Whether cfd_solver_begin can start anything on this back end (cuda.cfa).
+int cfd_solver_splits(const cfd_solver* s);
 
 // Whether the back end runs on a GPU.
 int cfd_solver_is_gpu(const cfd_solver* s);

@@ -326,8 +326,8 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   // the elimination; with Euler's damping diagonal, which needs only qvel) while MuJoCo's stages
   // below compute the forces; implicitfast's diagonal needs the actuation, so it waits
   int split = 0, split_diag = 0;
-  if (cfd_solver_is_gpu(s->solver) && (diag_kind == DIAG_NONE || diag_kind == DIAG_EULER)) {
-    const double *q0, *qd0;
+  const double *q0 = NULL, *qd0 = NULL;  // the state the GPU started from
+  if (cfd_solver_splits(s->solver) && (diag_kind == DIAG_NONE || diag_kind == DIAG_EULER)) {
     cfd_solver_gather_q_qd(s->solver, d, &q0, &qd0);
     split_diag = diag_kind == DIAG_EULER && euler_damping_diag(m, d, s->diag);
     split = !cfd_solver_begin(s->solver, q0, qd0, split_diag ? s->diag : NULL);
@@ -370,7 +370,11 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   int with_diag = 0, st;
   if (split) {
     with_diag = split_diag;
-    st = cfd_solver_finish(s->solver, s->q, s->qd, s->tau, d->qacc, s->qacc_used);
+    // Euler's diagonal depends on qvel: again from the present one if a callback moved it
+    if (split_diag && memcmp(qd0, s->qd, sizeof(double) * cfd_solver_chain(s->solver)->n))
+      euler_damping_diag(m, d, s->diag);
+    st = cfd_solver_finish(s->solver, s->q, s->qd, s->tau, split_diag ? s->diag : NULL, d->qacc,
+                           s->qacc_used);
   } else if (diag_kind != DIAG_NONE && cfd_solver_is_gpu(s->solver)) {
     if (diag_kind == DIAG_EULER) {
       with_diag = euler_damping_diag(m, d, s->diag);

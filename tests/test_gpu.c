@@ -236,18 +236,26 @@ static void test_errors(void) {
     for (int i = 0; i < 7; i++) tau[i] = 0.3 * i - 1, diag[i] = 0.01 * (i + 1);
     EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
     EXPECT(cfd_solver_begin(s, q, qd, diag) == 0, "begin: %s", cfd_solver_error(s, CFD_ERR_GPU));
-    EXPECT(cfd_solver_finish(s, q1, qd, tau, got1, got2) == 0, "finish: %s",
+    EXPECT(cfd_solver_finish(s, q1, qd, tau, diag, got1, got2) == 0, "finish: %s",
            cfd_solver_error(s, CFD_ERR_GPU));
     EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "moved state: %.2e", cfd_rel_err_inf(got1, want, 7));
     EXPECT(cfd_solver_fd(s, q1, qd, tau, diag, want) == 0, "fd with diag");
     EXPECT(cfd_rel_err_inf(got2, want, 7) <= 1e-12, "moved state, diag: %.2e", cfd_rel_err_inf(got2, want, 7));
     double bad[7] = {NAN};
     EXPECT(cfd_solver_begin(s, q1, qd, NULL) == 0, "begin");
-    EXPECT(cfd_solver_finish(s, q1, qd, bad, got1, NULL) == CFD_ERR_NONFINITE, "NaN tau");
+    EXPECT(cfd_solver_finish(s, q1, qd, bad, NULL, got1, NULL) == CFD_ERR_NONFINITE, "NaN tau");
+    // a diagonal that changed since begin (Euler's depends on qvel): solved with the new one
+    double diag2[7];
+    for (int i = 0; i < 7; i++) diag2[i] = 0.02 * (7 - i);
+    EXPECT(cfd_solver_begin(s, q1, qd, diag) == 0, "begin");
+    EXPECT(cfd_solver_finish(s, q1, qd, tau, diag2, got1, got2) == 0, "finish, new diagonal");
+    EXPECT(cfd_solver_fd(s, q1, qd, tau, diag2, want) == 0, "fd with the new diagonal");
+    EXPECT(cfd_rel_err_inf(got2, want, 7) <= 1e-12, "changed diagonal: %.2e",
+           cfd_rel_err_inf(got2, want, 7));
     // a begin left over (a step abandoned mid-way) is given up by the next begin
     EXPECT(cfd_solver_begin(s, q, qd, NULL) == 0, "begin");
     EXPECT(cfd_solver_begin(s, q1, qd, NULL) == 0, "a second begin replaces the first");
-    EXPECT(cfd_solver_finish(s, q1, qd, tau, got1, NULL) == 0, "finish after a replaced begin");
+    EXPECT(cfd_solver_finish(s, q1, qd, tau, NULL, got1, NULL) == 0, "finish after a replaced begin");
     EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
     EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "replaced begin: %.2e", cfd_rel_err_inf(got1, want, 7));
     EXPECT(cfd_solver_begin(s, q, qd, NULL) == 0, "begin");
