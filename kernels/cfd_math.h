@@ -69,8 +69,20 @@ CFD_HD void cfd_quat2mat(const double q[4], double R[9]) {
 
 // ---- SE(3) ---------------------------------------------------------------------------------------
 
-// exp(S q) for a 1-dof screw S = [w; v]: |w| = 1 (revolute, any pitch) or w = 0 (prismatic).
-CFD_HD void cfd_screw_exp(const double S[6], double q, double R[9], double p[3]) {
+// sin and cos of x together (one range reduction on a GPU)
+CFD_HD void cfd_sincos(double x, double* s, double* c) {
+#ifdef __CUDA_ARCH__
+  sincos(x, s, c);
+#else
+  *s = sin(x);
+  *c = cos(x);
+#endif
+}
+
+// exp(S q) for a 1-dof screw S = [w; v]: |w| = 1 (revolute, any pitch) or w = 0 (prismatic),
+// given s = sin(q) and c = cos(q) (unused for a prismatic screw).
+CFD_HD void cfd_screw_exp_sc(const double S[6], double q, double s, double c, double R[9],
+                             double p[3]) {
   const double* w = S;
   const double* v = S + 3;
   if (w[0] == 0 && w[1] == 0 && w[2] == 0) {
@@ -78,7 +90,7 @@ CFD_HD void cfd_screw_exp(const double S[6], double q, double R[9], double p[3])
     p[0] = v[0] * q; p[1] = v[1] * q; p[2] = v[2] * q;
     return;
   }
-  double s = sin(q), c = cos(q), k = 1 - c;
+  double k = 1 - c;
   double x = w[0], y = w[1], z = w[2];
   // Rodrigues: R = I + s w^ + (1-c) w^ w^
   R[0] = c + k * x * x;     R[1] = k * x * y - s * z; R[2] = k * x * z + s * y;
@@ -89,6 +101,16 @@ CFD_HD void cfd_screw_exp(const double S[6], double q, double R[9], double p[3])
   cfd_cross(w, v, wv);
   cfd_cross(w, wv, wwv);
   for (int i = 0; i < 3; i++) p[i] = q * v[i] + k * wv[i] + (q - s) * wwv[i];
+}
+
+// exp(S q) as above
+CFD_HD void cfd_screw_exp(const double S[6], double q, double R[9], double p[3]) {
+  const double* w = S;
+  if (w[0] == 0 && w[1] == 0 && w[2] == 0) {
+    cfd_screw_exp_sc(S, q, 0, 1, R, p);
+    return;
+  }
+  cfd_screw_exp_sc(S, q, sin(q), cos(q), R, p);
 }
 
 // (R, p) = (Ra, pa) (Rb, pb)

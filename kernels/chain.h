@@ -97,6 +97,12 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
 int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work);
 
+// The same chain in joint frames (as cfd_fast_prepare uses it): each link's frame moved onto its
+// joint axis with z along it, so that every screw is e_z (angular for a hinge, linear for a slide);
+// same q, same qacc. Allocates out (cfd_chain_free). Returns 0, 1 for a screw with pitch (no such
+// frame), or CFD_ERR_ALLOC.
+int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out);
+
 // A high-precision reference qacc (mixed-precision iterative refinement with a long-double
 // residual): accurate to about 1e-15 relative even where M is ill-conditioned. For checks.
 int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, const double* tau,

@@ -143,8 +143,10 @@ static void test_case(const gpu_case* tc) {
 
 // Every ABIA batch kernel (gpu_tuning.h), whatever (n, B) would choose, against the reference.
 static void test_abia_variants(int quick) {
-  static const char* names[] = {"", "global lean", "local lean", "local full", "lanes",
-                                "lanes shuffles"};
+  // (kernel variant, lanes exchange through shared memory, name)
+  static const struct { int v, xch; const char* name; } kinds[] = {
+      {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
+      {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"}};
   const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml", "chain:33,random=1,seed=41,armature=0.02",
                           "chain:200,random=1,seed=42,slide=0.2"};
   for (int k = 0; k < 3; k++) {
@@ -166,21 +168,22 @@ static void test_abia_variants(int quick) {
       cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
-    for (int v = 1; v <= 5 && g; v++) {  // 5: lanes exchanging by shuffles
-      cfd_gpu_abia_variant = v < 5 ? v : 4;
-      cfd_gpu_lanes_xch = v < 5;
+    for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]) && g; v++) {
+      cfd_gpu_abia_variant = kinds[v].v;
+      cfd_gpu_lanes_xch = kinds[v].xch;
       for (int i = 0; i < B * n; i++) got[i] = NAN;
       int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
       cfd_gpu_abia_variant = 0;
       cfd_gpu_lanes_xch = 1;
-      EXPECT(st == 0, "%s %s: %s", models[k], names[v], err);
+      EXPECT(st == 0, "%s %s: %s", models[k], kinds[v].name, err);
       double e = 0;
       for (int b = 0; b < B; b++) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
         if (!(eb <= e)) e = eb;
       }
-      printf("%-44s n=%-4d cuda.abia[%s] B=%d max_rel_err=%.2e\n", models[k], n, names[v], B, e);
-      EXPECT(e <= 1e-10, "%s cuda.abia[%s]: %.3e", models[k], names[v], e);
+      printf("%-44s n=%-4d cuda.abia[%s] B=%d max_rel_err=%.2e\n", models[k], n, kinds[v].name,
+             B, e);
+      EXPECT(e <= 1e-10, "%s cuda.abia[%s]: %.3e", models[k], kinds[v].name, e);
     }
     cfd_gpu_free(g);
     free(q);

@@ -175,31 +175,58 @@ static void sin_cos_all(const double* q, int n, double* sn, double* cs) {
 
 static fast_link* model_of(double* work) { return (fast_link*)(work + 1); }
 
+// Link i in joint frames: H' = G_{i-1}^-1 H_i G_i (into HR, Hp) and J' = Ad_G^T J_i Ad_G (into J,
+// exactly symmetric, as the sweeps assume). Gi_R, Gi_p hold G_{i-1}^-1 (the identity for the
+// first link) and are replaced by G_i^-1 for the next. Returns 1 for a screw with pitch.
+static int joint_frame_link(const cfd_chain* c, int i, double Gi_R[9], double Gi_p[3],
+                            double HR[9], double Hp[3], double J[36], int* slide) {
+  double GR[9], Gpos[3];
+  if (joint_frame(c->screw + 6 * i, GR, Gpos, slide)) return 1;
+  double HG_R[9], HG_p[3];
+  cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, GR, Gpos, HG_R, HG_p);
+  cfd_se3_mul(Gi_R, Gi_p, HG_R, HG_p, HR, Hp);
+  // G_i^-1, then J moved into the frame of which the link frame is the child at G^-1
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++) Gi_R[3 * r + k] = GR[3 * k + r];
+  cfd_rot(Gi_R, Gpos, Gi_p);
+  for (int k = 0; k < 3; k++) Gi_p[k] = -Gi_p[k];
+  cfd_inertia_to_parent(Gi_R, Gi_p, c->inertia + 36 * i, J);
+  for (int r = 0; r < 6; r++)
+    for (int k = 0; k < r; k++) J[6 * r + k] = J[6 * k + r];
+  return 0;
+}
+
+int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out) {
+  int n = c->n;
+  if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
+  double Gi_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gi_p[3] = {0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    int slide;
+    if (joint_frame_link(c, i, Gi_R, Gi_p, out->home_R + 9 * i, out->home_p + 3 * i,
+                         out->inertia + 36 * i, &slide)) {
+      cfd_chain_free(out);
+      return 1;
+    }
+    for (int k = 0; k < 6; k++) out->screw[6 * i + k] = k == (slide ? 5 : 2);
+    out->armature[i] = c->armature[i];
+    if (c->body) out->body[i] = c->body[i], out->jnt[i] = c->jnt[i];
+    if (c->dof) out->dof[i] = c->dof[i], out->qpos[i] = c->qpos[i];
+    if (c->qpos0) out->qpos0[i] = c->qpos0[i];
+  }
+  for (int k = 0; k < 3; k++) out->gravity[k] = c->gravity[k];
+  return 0;
+}
+
 int cfd_fast_prepare(const cfd_chain* c, double* work) {
   int n = c->n;
   fast_link* L = model_of(work);
-  // G_{i-1}^-1 = (R^T, -R^T p), the world frame's (identity) for the first link
   double Gi_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gi_p[3] = {0, 0, 0};
   for (int i = 0; i < n; i++) {
-    double GR[9], Gpos[3];
-    if (joint_frame(c->screw + 6 * i, GR, Gpos, &L[i].slide)) {
+    double J[36];
+    if (joint_frame_link(c, i, Gi_R, Gi_p, L[i].R, L[i].p, J, &L[i].slide)) {
       work[0] = 0;
       return 1;
     }
-    // H' = G_{i-1}^-1 H G_i
-    double HG_R[9], HG_p[3];
-    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, GR, Gpos, HG_R, HG_p);
-    cfd_se3_mul(Gi_R, Gi_p, HG_R, HG_p, L[i].R, L[i].p);
-    // G_i^-1, then J' = Ad_G^T J Ad_G: J moved into the frame of which the link frame is the
-    // child at G^-1
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) Gi_R[3 * r + k] = GR[3 * k + r];
-    cfd_rot(Gi_R, Gpos, Gi_p);
-    for (int k = 0; k < 3; k++) Gi_p[k] = -Gi_p[k];
-    double J[36];
-    cfd_inertia_to_parent(Gi_R, Gi_p, c->inertia + 36 * i, J);
-    for (int r = 0; r < 6; r++)  // exactly symmetric, as the sweeps assume
-      for (int k = 0; k < r; k++) J[6 * r + k] = J[6 * k + r];
     sym6_from(J, &L[i].Jb);
     const double* H = L[i].R;
     L[i].p[3] = 0;

@@ -1,11 +1,13 @@
-// ABIA on the GPU for many instances. Large batches: one thread per instance runs the structured
-// articulated-body sweeps of aba_core.h (the CPU fast path's code) in its lean mode: a thread keeps
-// 14 numbers per link between sweeps and recomputes the rest, since that scratch is DRAM traffic.
-// The model is shared by every thread (read-only, broadcast from cache); each instance's per-link
-// scratch is interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a
-// warp's accesses coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
+// ABIA on the GPU for many instances. Large batches: one thread per instance. Chains up to 32
+// links take the ABA in world coordinates (aba_world.h, below); longer ones the structured
+// articulated-body sweeps of aba_core.h in its lean mode: a thread keeps 14 numbers per link
+// between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared
+// by every thread (read-only, broadcast from cache); each instance's per-link scratch is
+// interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses
+// coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
 #include "aba_core.h"
 #include "aba_lanes.cuh"
+#include "aba_world.h"
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
@@ -82,17 +84,73 @@ abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   }
 }
 
+// Short chains in large batches, where a thread per instance fills the GPU: the ABA in world
+// coordinates (aba_world.h), which passes each articulated inertia to the parent by addition
+// instead of a 6x6 congruence, keeps 7 numbers per link instead of 14 and takes sin/cos once per
+// sweep instead of a pose per sweep; on the chain in joint frames (JF) where it has them, so that a
+// pose is a few multiply-adds. LOCAL (up to ABIA_WORLD_MAX_N links): the scratch in local memory
+// and the model copied into shared memory, out of the way of the scratch in L1 (a thread's loads
+// stalled on L1 for half its time, ncu, B = 65536); otherwise both in global memory.
+#define ABIA_WORLD_MAX_N 32
+#define ABIA_MODEL_DOUBLES(n) ((size_t)55 * (n))  // home_R, home_p, screw, inertia, armature
+
+template <bool LOCAL, bool JF>
+__global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
+abia_world_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __restrict__ qd,
+                  const double* __restrict__ tau, const double* __restrict__ extra,
+                  double* __restrict__ qacc, double* __restrict__ work, int* error) {
+  extern __shared__ double model[];
+  int n = c.n;
+  if (LOCAL) {
+    const double* from[5] = {c.home_R, c.home_p, c.screw, c.inertia, c.armature};
+    double** to[5] = {&c.home_R, &c.home_p, &c.screw, &c.inertia, &c.armature};
+    const int width[5] = {9, 3, 6, 36, 1};
+    double* m = model;
+    for (int k = 0; k < 5; k++) {
+      for (int j = threadIdx.x; j < width[k] * n; j += blockDim.x) m[j] = from[k][j];
+      *to[k] = m;
+      m += width[k] * n;
+    }
+    __syncthreads();
+  }
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  long o = (long)b * n;
+  double w[LOCAL ? ABIA_WORLD_MAX_N * CFD_ABW_LINK_DOUBLES : 1];
+  int st = cfd_aba_world(&c, JF, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1,
+                         LOCAL ? w : work + b, LOCAL ? 1 : B);
+  if (st) atomicExch(error, st);
+}
+
+template <bool LOCAL>
+static void launch_world(cfd_gpu* g, int blocks, int B, const double* q, const double* qd,
+                         const double* tau, const double* extra, double* qacc, int* error) {
+  size_t shared = LOCAL ? sizeof(double) * ABIA_MODEL_DOUBLES(g->n) : 0;
+  if (g->chain_jf.home_R)
+    abia_world_kernel<LOCAL, true><<<blocks, ABIA_THREADS, shared, g->stream>>>(
+        g->chain_jf, B, q, qd, tau, extra, qacc, g->work, error);
+  else
+    abia_world_kernel<LOCAL, false><<<blocks, ABIA_THREADS, shared, g->stream>>>(
+        g->chain, B, q, qd, tau, extra, qacc, g->work, error);
+}
+
 int cfd_gpu_abia_variant = 0;  // 0: chosen by (n, B); 1: global lean; 2: local lean; 3: local full; 4: lanes
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
   int* error = g->info + g->capacity;
+  // beyond the lanes' batches: world coordinates for short chains (arm7, B = 65536: 58 us a call
+  // against 111 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
+  // rounding in world coordinates grows with their extent (aba_world.h)
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
                 : B <= ABIA_LANES_MAX_B ? 4
-                : g->n <= ABIA_LOCAL_MAX_N && B <= 8192 ? 3 : 1;
+                : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
   if (g->n > ABIA_LOCAL_MAX_N && (variant == 2 || variant == 3)) variant = 1;
-  if (variant == 4) {
+  if (g->n > ABIA_WORLD_MAX_N && variant == 5) variant = 6;
+  if (variant == 5) launch_world<true>(g, blocks, B, q, qd, tau, extra, qacc, error);
+  else if (variant == 6) launch_world<false>(g, blocks, B, q, qd, tau, extra, qacc, error);
+  else if (variant == 4) {
     int groups = ABIA_LANES_BLOCK / CFD_LANES;
     abia_lanes_kernel<<<(B + groups - 1) / groups, ABIA_LANES_BLOCK, 0, g->stream>>>(
         g->chain, B, q, qd, tau, extra, qacc, g->work, error, cfd_gpu_lanes_xch);

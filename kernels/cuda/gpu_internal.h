@@ -15,6 +15,8 @@ struct cfd_gpu {
   cfd_gpu_algorithm alg;
   int n;
   cfd_chain chain;     // the model, device pointers
+  cfd_chain chain_jf;  // ABIA: the model in joint frames (cfd_chain_in_joint_frames), device
+                       // pointers; home_R NULL where it has none (a screw with pitch)
   float* chain_f32;    // ABIA_F32: the chain's arrays in single precision (R, p, S, J, armature)
   double* jinv;        // n x 36: J_i^-1 (CFA)
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
@@ -36,8 +38,11 @@ struct cfd_gpu {
   cusolverDnHandle_t solver;
   cudaStream_t stream;
   cudaEvent_t start, stop;
+  cudaEvent_t copied;   // a batch's status (and qacc) down; its flag's reset is queued after it
+  int flag_clear;       // the kernels' error flag is zero, or queued to be, before any later work
   float last_ms;
-  int status;           // the kernels' status, copied down (device arrays)
+  int* status;          // page-locked: the kernels' status, copied down (device arrays; a
+                        // copy into pageable memory would cost the call a staged transfer)
   int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 kernel waiting
   int pending_B, pending_extra;
 };

@@ -16,7 +16,8 @@ extern int cfd_gpu_cfa_cluster;
 extern int cfd_gpu_cfa_profile;
 int cfd_gpu_cfa_phases(double* us, int max);
 // ABIA's batch kernel: 0 chosen by (n, B); 1 global lean scratch; 2 local lean; 3 local full;
-// 4 a group of 8 lanes per instance.
+// 4 a group of 8 lanes per instance; 5 world coordinates, local scratch (up to 32 links, else 6);
+// 6 world coordinates, global scratch.
 extern int cfd_gpu_abia_variant;
 // Rollouts in batches up to 8192 (chains up to 16 links, state in shared memory) or 4096 (longer
 // chains, state in global memory): a group of 8 lanes per instance (1, the default) or one thread
