@@ -514,7 +514,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
   printf("\n== rollouts: %s (n = %d, nu = %d), env-steps per second ==\n", label, n, nu);
   printf("%7s %5s %14s %14s %14s %14s %10s %14s %10s %10s\n", "B", "H", "MuJoCo all", "GPU resident",
-         "1 thread/inst", cfd_gpu_lanes_xch ? "lanes shuffle" : "lanes shared", "e2e ms",
+         "1 thread/inst", "lanes link-fr", "e2e ms",
          "pinned e2e", "pinned ms", "vs MuJoCo");
   mjData* datas[256];
   for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
@@ -590,11 +590,11 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
         one[rep] = now() - a;
         cfd_gpu_rollout_lanes = 1;
-        cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;  // the lanes' other exchange
+        cfd_gpu_rollout_world = 0;  // the lanes in link frames (aba_lanes.cuh) beside world's
         a = now();
         chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
         other[rep] = now() - a;
-        cfd_gpu_lanes_xch = !cfd_gpu_lanes_xch;
+        cfd_gpu_rollout_world = 1;
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
       else {
@@ -610,10 +610,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         emit(fig, spec, n, B, "mujoco.allcores.mj_step", mj_time * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.resident", tr * 1e6, chainfd_rollout_last_kernel_ms(r) * 1e3, 0);
         if (to > 0) emit(fig, spec, n, B, "cuda.rollout.resident.thread_per_instance", to * 1e6, 0, 0);
-        if (tx > 0)
-          emit(fig, spec, n, B, cfd_gpu_lanes_xch ? "cuda.rollout.resident.lanes_shuffles"
-                                                   : "cuda.rollout.resident.lanes_shared",
-               tx * 1e6, 0, 0);
+        if (tx > 0) emit(fig, spec, n, B, "cuda.rollout.resident.lanes_link_frames", tx * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end", te * 1e6, 0, 0);
         emit(fig, spec, n, B, "cuda.rollout.end_to_end.pinned", tp * 1e6, 0, 0);
       }

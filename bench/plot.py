@@ -31,10 +31,8 @@ STYLE = {
                                        "tab:pink", "P"),
     "cuda.rollout.resident.thread_per_instance": ("chainfd_rollout, a thread per instance",
                                                   "tab:cyan", "v"),
-    "cuda.rollout.resident.lanes_shuffles": ("chainfd_rollout, lanes exchanging by shuffles",
-                                             "tab:olive", "x"),
-    "cuda.rollout.resident.lanes_shared": ("chainfd_rollout, lanes exchanging in shared memory",
-                                           "tab:olive", "x"),
+    "cuda.rollout.resident.lanes_link_frames": ("chainfd_rollout, lanes in link frames",
+                                                "tab:olive", "x"),
 }
 
 

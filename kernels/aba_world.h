@@ -100,39 +100,49 @@ CFD_HD void cfd_abw_screw(const double* S, int jf, const double R[9], const doub
   Sw[3] += t[0]; Sw[4] += t[1]; Sw[5] += t[2];
 }
 
-// Adds link i's rigid inertia, moved to the world about the origin, to I, and writes its bias
-// force -ad*_V J V for its world velocity V. J about the link origin in the link frame is
-// [[I_o, m c^], [m c^T, m]]; in the world, with y = R (m c) and p the link origin:
-//   I_O = R I_o R^T + (m |p|^2 + 2 p.y) 1 - (m p p^T + p y^T + y p^T),   h = m p + y,
-//   J_w = [[I_O, h^], [h^T, m]],   J_w V = [I_O w + h x v;  m v + w x h].
-CFD_HD void cfd_abw_body(const double* J, const double R[9], const double p[3], const double V[6],
-                         cfd_abw_inertia* I, double bias[6]) {
-  double m = J[21], mc[3] = {J[16], J[5], J[9]}, y[3], T[9], Io[6];
+// Link i's rigid inertia moved to the world about the origin. J about the link origin in the link
+// frame is [[I_o, m c^], [m c^T, m]]; in the world, with y = R (m c) and p the link origin,
+//   J_w = [[I_O, h^], [h^T, m]],  I_O = R I_o R^T + (m |p|^2 + 2 p.y) 1 - (m p p^T + p y^T + y p^T),
+//   h = m p + y.
+// Writes I_O (xx yy zz xy xz yz), h and m: 10 numbers, J10.
+CFD_HD void cfd_abw_rigid(const double* J, const double R[9], const double p[3], double J10[10]) {
+  double m = J[21], mc[3] = {J[16], J[5], J[9]}, y[3], T[9];
   cfd_rot(R, mc, y);
   for (int r = 0; r < 3; r++)  // T = R I_o
     for (int k = 0; k < 3; k++)
       T[3 * r + k] = R[3 * r] * J[k] + R[3 * r + 1] * J[6 + k] + R[3 * r + 2] * J[12 + k];
   double py = cfd_dot3(p, y), pp = cfd_dot3(p, p), diag = m * pp + 2 * py;
-  // I_O = T R^T + shift, the six distinct entries (xx yy zz xy xz yz)
+  // I_O = T R^T + shift, the six distinct entries
 #define CFD_ABW_IO(e, r, k)                                                                       \
-  Io[e] = T[3 * r] * R[3 * k] + T[3 * r + 1] * R[3 * k + 1] + T[3 * r + 2] * R[3 * k + 2] -       \
-          (m * p[r] * p[k] + p[r] * y[k] + y[r] * p[k]) + (r == k ? diag : 0)
+  J10[e] = T[3 * r] * R[3 * k] + T[3 * r + 1] * R[3 * k + 1] + T[3 * r + 2] * R[3 * k + 2] -      \
+           (m * p[r] * p[k] + p[r] * y[k] + y[r] * p[k]) + (r == k ? diag : 0)
   CFD_ABW_IO(0, 0, 0); CFD_ABW_IO(1, 1, 1); CFD_ABW_IO(2, 2, 2);
   CFD_ABW_IO(3, 0, 1); CFD_ABW_IO(4, 0, 2); CFD_ABW_IO(5, 1, 2);
 #undef CFD_ABW_IO
-  double h[3] = {m * p[0] + y[0], m * p[1] + y[1], m * p[2] + y[2]};
-  // J_w V and the bias force [w x L + v x P; w x P]
+  for (int k = 0; k < 3; k++) J10[6 + k] = m * p[k] + y[k];
+  J10[9] = m;
+}
+
+// The rigid-body bias force -ad*_V J_w V = [w x L + v x P; w x P] of a world inertia J10 at world
+// velocity V, with J_w V = [I_O w + h x v;  m v + w x h].
+CFD_HD void cfd_abw_bias(const double J10[10], const double V[6], double bias[6]) {
+  const double* h = J10 + 6;
   double L[3], P[3], t1[3], t2[3];
-  cfd_sym3_vec(Io, V, L);
+  cfd_sym3_vec(J10, V, L);
   cfd_cross(h, V + 3, t1);
   cfd_cross(V, h, t2);
-  for (int k = 0; k < 3; k++) L[k] += t1[k], P[k] = m * V[3 + k] + t2[k];
+  for (int k = 0; k < 3; k++) L[k] += t1[k], P[k] = J10[9] * V[3 + k] + t2[k];
   cfd_cross(V, L, t1);
   cfd_cross(V + 3, P, t2);
   cfd_cross(V, P, bias + 3);
   for (int k = 0; k < 3; k++) bias[k] = t1[k] + t2[k];
-  // I += J_w; h^ = [[0, -h2, h1], [h2, 0, -h0], [-h1, h0, 0]]
-  for (int e = 0; e < 6; e++) I->A[e] += Io[e];
+}
+
+// I += J_w; h^ = [[0, -h2, h1], [h2, 0, -h0], [-h1, h0, 0]]
+CFD_HD void cfd_abw_add(cfd_abw_inertia* I, const double J10[10]) {
+  const double* h = J10 + 6;
+  double m = J10[9];
+  for (int e = 0; e < 6; e++) I->A[e] += J10[e];
   I->B[1] -= h[2]; I->B[2] += h[1]; I->B[3] += h[2];
   I->B[5] -= h[0]; I->B[6] -= h[1]; I->B[7] += h[0];
   I->C[0] += m; I->C[1] += m; I->C[2] += m;
@@ -167,7 +177,10 @@ CFD_HD int cfd_aba_world(const cfd_chain* c, int jf, const double* q, const doub
   for (int i = n - 1; i >= 0; i--) {
     double Sw[6], bias[6], U[6];
     cfd_abw_screw(c->screw + 6 * i, jf, R, p, Sw);
-    cfd_abw_body(c->inertia + 36 * i, R, p, V, &IA, bias);
+    double J10[10];
+    cfd_abw_rigid(c->inertia + 36 * i, R, p, J10);
+    cfd_abw_bias(J10, V, bias);
+    cfd_abw_add(&IA, J10);
     for (int k = 0; k < 6; k++) pA[k] += bias[k];
     cfd_abw_mul(&IA, Sw, U);
     double d = cfd_dot6(Sw, U) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);

@@ -122,13 +122,16 @@ int main(int argc, char** argv) {
     // block), exchanging through shared memory and by shuffles, then the same batch with one
     // thread per instance
     const char* small = "chain:12,random=1,seed=5,damping=0.2,armature=0.02,stiffness=0.5,actuators=1";
-    for (int variant = 2; variant >= 0; variant--) {
+    // (3: lanes in world coordinates, the default; 2, 1: in link frames)
+    for (int variant = 3; variant >= 0; variant--) {
       cfd_gpu_rollout_lanes = variant > 0;
+      cfd_gpu_rollout_world = variant == 3;
       cfd_gpu_lanes_xch = variant == 2;
       gpu_against_cpu(small, mjINT_IMPLICITFAST, 37, 40, 0);
       gpu_against_cpu(small, mjINT_EULER, 5, 40, 0);
     }
     cfd_gpu_rollout_lanes = 1;
+    cfd_gpu_rollout_world = 1;
     cfd_gpu_lanes_xch = 1;
     // two actuators on one joint: lane 0 sums them in the CPU's order
     gpu_against_cpu(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST,
