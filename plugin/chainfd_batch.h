@@ -54,9 +54,9 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 
 // cfd_gpu_fd for host arrays in two halves, so that the caller's own work overlaps the GPU's:
 // cfd_gpu_fd_begin takes the states and starts what needs no tau (CFA: kinematics, bias forces
-// and the factors of the elimination, after which the kernel waits on the device for tau; other
-// algorithms keep the states on the host), cfd_gpu_fd_finish takes tau ([B][n]) and gives qacc
-// as cfd_gpu_fd would. Every begin must end in finish or cancel; between them the context takes
+// and the factors of the elimination, a launch of its own that the device finishes without the
+// host, which may use the device meanwhile; other algorithms keep the states on the host),
+// cfd_gpu_fd_finish takes tau ([B][n]) and gives qacc as cfd_gpu_fd would. Every begin must end in finish or cancel; between them the context takes
 // no other call. Returns as cfd_gpu_fd; after a failed begin nothing is under way.
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
                      const double* extra_diag, char* err, int err_size);

@@ -5,6 +5,7 @@
 // each GPU back end's distance to its CPU twin is printed too. Chains longer than MuJoCo compiles
 // (depth 1023) repeat the links of a generated 1000-link chain (cfd_chain_tile).
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "chain_gen.h"
@@ -115,7 +116,7 @@ static void test_case(const gpu_case* tc) {
         double tol = alg == CFD_GPU_ABIA_F32 ? 1e-3 : tc->tol;
         EXPECT(e <= tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B, e, tol);
         if (B > 7) continue;
-        // the same states in two halves (cuda.cfa: the kernel waits on the device for tau)
+        // the same states in two halves (cuda.cfa: two launches, the second once tau is given)
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
         st = cfd_gpu_fd_begin(g, B, q, qd, ex, err, sizeof err);
         EXPECT(st == 0, "%s %s B=%d begin: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
@@ -217,7 +218,7 @@ static void test_errors(void) {
   EXPECT(qacc[0] == 5, "qacc untouched on error");
   st = cfd_gpu_fd(g, 1, q, qd, tau, NULL, qacc, CFD_HOST, err, sizeof err);
   EXPECT(st == 0, "the context recovers after an out-of-memory error: %s", err);
-  // split calls: out of order is an error, cancel ends a waiting kernel, and so does free
+  // split calls: out of order is an error, cancel ends one under way, and so does free
   EXPECT(cfd_gpu_fd_finish(g, tau, qacc, err, sizeof err) != 0, "finish without begin must fail");
   printf("finish without begin: %s\n", err);
   EXPECT(cfd_gpu_fd_begin(g, 1, q, qd, NULL, err, sizeof err) == 0, "begin: %s", err);
@@ -229,8 +230,23 @@ static void test_errors(void) {
   qacc[0] = 5;
   st = cfd_gpu_fd(g, 1, q, qd, tau, NULL, qacc, CFD_HOST, err, sizeof err);
   EXPECT(st == 0 && qacc[0] != 5, "after cancel the context works: %s", err);
+  // between begin and finish the device is the caller's: here a free, which waits for the whole
+  // device (a kernel that waited on the device for finish's tau would hang it)
+  cfd_gpu* other;
+  EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &other, err, sizeof err) == 0, "%s", err);
+  st = other ? cfd_gpu_fd(other, 1, q, qd, tau, NULL, qacc, CFD_HOST, err, sizeof err) : 1;
+  EXPECT(st == 0, "second context: %s", err);
+  double want[7];
+  memcpy(want, qacc, sizeof want);
   EXPECT(cfd_gpu_fd_begin(g, 1, q, qd, NULL, err, sizeof err) == 0, "begin: %s", err);
-  cfd_gpu_free(g);  // with a kernel waiting: free gives it up first
+  cfd_gpu_free(other);
+  qacc[0] = 5;
+  st = cfd_gpu_fd_finish(g, tau, qacc, err, sizeof err);
+  EXPECT(st == 0 && cfd_rel_err_inf(qacc, want, 7) <= 1e-12,
+         "finish after the device was used in between: %s, error %.2e", err,
+         cfd_rel_err_inf(qacc, want, 7));
+  EXPECT(cfd_gpu_fd_begin(g, 1, q, qd, NULL, err, sizeof err) == 0, "begin: %s", err);
+  cfd_gpu_free(g);  // with a split call under way: free ends it first
   // the solver's split form: a state that moved between begin and finish is solved from scratch
   cfd_solver* s = cfd_solver_create(m, "cuda.cfa", err, sizeof err);
   EXPECT(s != NULL, "cuda.cfa solver: %s", err);

@@ -61,13 +61,6 @@ __device__ __forceinline__ cfa_views cfa_views_of(double* w, int n) {
   return v;
 }
 
-// the split call's go word, written by the host: acquire, so that tau (written before it) is seen
-__device__ __forceinline__ int load_acquire_sys(const int* p) {
-  int v;
-  asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // |x| as an integer that orders like the double (x >= 0), for atomicMax
 __device__ __forceinline__ unsigned long long abs_bits(double x) {
   return (unsigned long long)__double_as_longlong(fabs(x));
@@ -170,10 +163,9 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
 __global__ void __launch_bounds__(CFA_MAX_THREADS)
 cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restrict__ basis,
            const double* __restrict__ sigma, const double* __restrict__ q,
-           const double* __restrict__ qd, const double* tau,  // not __restrict__: mapped host memory with go
+           const double* __restrict__ qd, const double* __restrict__ tau,
            const double* __restrict__ extra, double* qacc, double* idout, double* work,
-           long stride, int steps, unsigned long long* norms, int* error, int profile,
-           const int* go, double* tau_copy) {
+           long stride, int steps, unsigned long long* norms, int* error, int profile, int phase) {
   extern __shared__ double sh[];
   cg::cluster_group cl = cg::this_cluster();
   int CL = (int)cl.num_blocks(), n = c.n;
@@ -181,7 +173,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   long b = blockIdx.x / CL;
   const double* qb = q + b * n;
   const double* qdb = qd + b * n;
-  const double* tb = tau + b * n;  // with go: mapped host memory, read once, after the go word
+  const double* tb = tau + b * n;  // unused in phase CFA_BEGIN
   const double* eb = extra ? extra + b * n : NULL;
   double* out = qacc + b * n;
   double* id = idout + b * n;
@@ -189,51 +181,44 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   cfa_views v = cfa_views_of(w, n);
   unsigned long long* acc = norms + 4 * b;  // the refinement's norms, two steps' worth
 
-  int mk = 0;
+  int mk = 0, lt = cfa_link_thread(cl);
   cluster_sync(cl);
   cfa_mark(profile, gt, &mk);  // start
-  // 1. tau_d = tau - bias
-  id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
-  cluster_sync(cl);
-  cfa_mark(profile, gt, &mk);  // ID
-  // 2. per-link blocks of P^T K P from the ID's local poses
-  const double* lp = w;
-  int lt = cfa_link_thread(cl);
-  for (int i = lt; i < n; i += GT) {
-    double G[36];
-    if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
-    cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
-                       basis + 36 * i, v.D0 + 36 * i);
-    if (i + 1 < n) {
-      cfd_ad_inv_mat(lp + 12 * (i + 1), lp + 12 * (i + 1) + 9, G);
-      cfd_cfa_upper_block(jinv + 36 * i, G, basis + 36 * i, basis + 36 * (i + 1), v.U0 + 36 * i);
-    }
-    v.taud[i] = go ? 0 : tb[i] - id[i];
-    v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
-  }
-  cluster_sync(cl);
-  cfa_mark(profile, gt, &mk);  // blocks
-  cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error, profile, &mk);
-  cfa_mark(profile, gt, &mk);  // qdd
-  if (go) {
-    // a split call: the elimination above ran on a zero right-hand side (its factors are what
-    // counts); now tau, then the same solve through the stored elimination, as refinement does
-    __shared__ int word;
-    if (threadIdx.x == 0) {
-      while ((word = load_acquire_sys(go)) == 0) __nanosleep(500);
-    }
-    __syncthreads();
-    if (word != 1) return;  // given up: every block of every cluster reads the same word
+  if (phase == CFA_FINISH) {
+    // a split call's second launch: the elimination is stored from CFA_BEGIN; tau_d now, then
+    // the same solve through it, as refinement does
     for (int i = lt; i < n; i += GT) {
-      double t = *(volatile const double*)(tb + i);
-      tau_copy[b * n + i] = t;
-      v.taud[i] = t - id[i];
+      v.taud[i] = tb[i] - id[i];
       out[i] = 0;
     }
-    tb = tau_copy + b * n;  // the refinement's reads: the same thread's links, as above
     cluster_sync(cl);
     cfa_solve(n, sigma, v, out, 1, NULL, -1, gt, GT, error, profile, &mk);
     cfa_mark(profile, gt, &mk);  // qdd
+  } else {
+    // 1. tau_d = tau - bias
+    id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
+    cluster_sync(cl);
+    cfa_mark(profile, gt, &mk);  // ID
+    // 2. per-link blocks of P^T K P from the ID's local poses
+    const double* lp = w;
+    for (int i = lt; i < n; i += GT) {
+      double G[36];
+      if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
+      cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
+                         basis + 36 * i, v.D0 + 36 * i);
+      if (i + 1 < n) {
+        cfd_ad_inv_mat(lp + 12 * (i + 1), lp + 12 * (i + 1) + 9, G);
+        cfd_cfa_upper_block(jinv + 36 * i, G, basis + 36 * i, basis + 36 * (i + 1), v.U0 + 36 * i);
+      }
+      v.taud[i] = phase == CFA_BEGIN ? 0 : tb[i] - id[i];
+      v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
+    }
+    cluster_sync(cl);
+    cfa_mark(profile, gt, &mk);  // blocks
+    // a split call's first launch eliminates on a zero right-hand side: its factors are what counts
+    cfa_solve(n, sigma, v, out, 0, NULL, -1, gt, GT, error, profile, &mk);
+    cfa_mark(profile, gt, &mk);  // qdd
+    if (phase == CFA_BEGIN) return;
   }
   // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination, until the
   // error left is at rounding level (cfd_cfa_done) or the steps run out
@@ -275,8 +260,7 @@ static void cfa_layout(int n, int* T, int* CL) {
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
-                               const double* tau, const double* extra, double* qacc, const int* go,
-                               double* tau_copy) {
+                               const double* tau, const double* extra, double* qacc, int phase) {
   int n = g->n, T, CL;
   cfa_layout(n, &T, &CL);
   cudaLaunchConfig_t cfg = {};
@@ -314,7 +298,7 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
                             qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
                             (unsigned long long*)g->ptrs, g->info + g->capacity,
-                            cfd_gpu_cfa_profile, go, tau_copy);
+                            cfd_gpu_cfa_profile, phase);
 }
 
 int cfd_gpu_cfa_phases(double* us, int max) {

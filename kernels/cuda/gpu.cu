@@ -81,7 +81,7 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
 static void free_batch_buffers(cfd_gpu* g) {
   cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
-  g->staging = g->host = g->host_dev = g->bias = g->resid = g->work = NULL;
+  g->staging = g->host = g->bias = g->resid = g->work = NULL;
   g->ptrs = NULL;
   g->info = NULL;
   g->capacity = 0;
@@ -254,8 +254,7 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   cudaError_t e = cudaSuccess;
   if (staged) {  // one block each side, so that a call moves its inputs and its qacc in one copy
     e = cudaMalloc(&g->staging, 5 * vec);
-    if (!e) e = cudaMallocHost(&g->host, 5 * vec + 2 * sizeof(double));  // + status, go word
-    if (!e) e = cudaHostGetDevicePointer((void**)&g->host_dev, g->host, 0);
+    if (!e) e = cudaMallocHost(&g->host, 5 * vec + sizeof(double));  // + status
   }
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
@@ -297,7 +296,7 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
       e = cfd_launch_abia_f32(g->chain_f32, n, g->chain.gravity, nb, dq + o, dqd + o, dtau + o, ex,
                               dqacc + o, (float*)g->work, g->info + g->capacity, g->stream);
     } else if (g->alg == CFD_GPU_CFA) {
-      e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, NULL, NULL);
+      e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, CFA_WHOLE);
     } else {
       const char* what = "";
       if (cfd_gpu_launch_jsiia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, &what)) {
@@ -390,9 +389,6 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return finish_batch(g, B, host, dqacc, qacc, err, err_size);
 }
 
-// The go word of a split call: in the page-locked block, after the five vectors and the status.
-static int* go_word(cfd_gpu* g, int B) { return (int*)(g->host + 5 * (size_t)B * g->n + 1); }
-
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
                      const double* extra_diag, char* err, int err_size) {
   if (B < 1) {
@@ -415,29 +411,22 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   g->pending_extra = extra_diag != NULL;
   g->pending = 1;  // held on the host until finish
   if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
-  // CFA: up now, and the kernel goes as far as it can without tau, then waits for the go word
-  volatile int* go = go_word(g, B);
-  *go = 0;
-  const int* dgo = (const int*)((char*)g->host_dev + ((char*)go - (char*)g->host));
-  const double* dtau_host = g->host_dev + 2 * bn;
+  // CFA: up now, and a first launch does what needs no tau (finish launches the rest); the
+  // device is never left waiting on the host, so the caller may use it in between
   e = cudaMemcpyAsync(g->staging, g->host, 4 * vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
   g->flag_clear = 0;  // the kernel below may set it
   if (!e) e = cudaEventRecord(g->start, g->stream);
+  const double* dq = g->staging;
+  if (!e)
+    e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dq + 2 * bn, extra_diag ? dq + 3 * bn : NULL,
+                           g->staging + 4 * bn, CFA_BEGIN);
   if (e) {
     g->pending = 0;
     cudaStreamSynchronize(g->stream);
     return fail(err, err_size, "starting a split batch", e);
   }
-  const double* dq = g->staging;
-  e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dtau_host, extra_diag ? dq + 3 * bn : NULL,
-                         g->staging + 4 * bn, dgo, g->staging + 2 * bn);
-  if (e) {
-    g->pending = 0;
-    cudaStreamSynchronize(g->stream);
-    return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
-  }
-  g->pending = 2;  // the kernel is waiting for tau
+  g->pending = 2;  // begun on the device
   return 0;
 }
 
@@ -446,20 +435,27 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
     snprintf(err, err_size, "%s: cfd_gpu_fd_finish without cfd_gpu_fd_begin", cfd_gpu_algorithm_name(g->alg));
     return 1;
   }
-  int B = g->pending_B, n = g->n, waiting = g->pending == 2;
+  int B = g->pending_B, n = g->n, begun = g->pending == 2;
   size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
   g->pending = 0;
   cudaError_t e = cudaSetDevice(g->device);
   if (e) {
-    if (waiting) __atomic_store_n(go_word(g, B), 2, __ATOMIC_RELEASE);
+    if (begun) cudaStreamSynchronize(g->stream);
     return fail(err, err_size, "selecting the device", e);
   }
   memcpy(g->host + 2 * bn, tau, vec);
-  if (waiting) {  // tau before the go word (release), which the kernel reads with acquire
-    __atomic_store_n(go_word(g, B), 1, __ATOMIC_RELEASE);
+  const double* dq = g->staging;
+  if (begun) {  // tau up, then the second launch
+    e = cudaMemcpyAsync(g->staging + 2 * bn, g->host + 2 * bn, vec, cudaMemcpyHostToDevice, g->stream);
+    if (!e)
+      e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dq + 2 * bn, g->pending_extra ? dq + 3 * bn : NULL,
+                             g->staging + 4 * bn, CFA_FINISH);
+    if (e) {
+      cudaStreamSynchronize(g->stream);
+      return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+    }
     return finish_batch(g, B, 1, g->staging + 4 * bn, qacc, err, err_size);
   }
-  const double* dq = g->staging;
   e = cudaMemcpyAsync(g->staging, g->host, (g->pending_extra ? 4 : 3) * vec, cudaMemcpyHostToDevice, g->stream);
   if (e) return fail(err, err_size, "copying the states to the device", e);
   if (launch_batch(g, B, chunk_of(g, B), dq, dq + bn, dq + 2 * bn,
@@ -469,9 +465,8 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
 }
 
 void cfd_gpu_fd_cancel(cfd_gpu* g) {
-  if (g->pending == 2) {
+  if (g->pending == 2) {  // the first launch runs to its end on its own
     cudaSetDevice(g->device);
-    __atomic_store_n(go_word(g, g->pending_B), 2, __ATOMIC_RELEASE);
     cudaStreamSynchronize(g->stream);
     cudaGetLastError();
   }

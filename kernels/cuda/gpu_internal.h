@@ -26,8 +26,6 @@ struct cfd_gpu {
   int staged;          // instances the host-staging vectors hold
   double* staging;      // host arrays on the device: q, qd, tau, extra, qacc ([B][n] each, packed)
   double* host;         // page-locked: the same five, packed, then the kernels' status (one int)
-                        // and a split call's go word (one int)
-  double* host_dev;     // the same block as the device addresses it (mapped, for split calls)
   double* bias;        // [B][n] bias torques from the ID, then inverse dynamics for refinement
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
@@ -68,12 +66,12 @@ extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const doub
                                            int* error, cudaStream_t stream);
 // floats one instance of the single-precision ABIA keeps per link (scratch, q, qd, tau, extra, qacc)
 #define CFD_ABIA_F32_FLOATS(n) ((size_t)(n) * (14 + 5))
-// go (NULL: tau is ready): the split call's go word in mapped host memory; the kernel then does
-// everything that needs no tau, waits for go (1: tau is in the mapped host array tau; 2: give up),
-// and copies tau to tau_copy (device) for the rest.
+// CFA in one launch (CFA_WHOLE), or a split call's two: CFA_BEGIN (what needs no tau: bias
+// forces, blocks, the elimination, stored in g->work and g->bias) and CFA_FINISH (tau's solve
+// through the stored elimination, then refinement), on the same states and chunk.
+enum { CFA_WHOLE = 0, CFA_BEGIN = 1, CFA_FINISH = 2 };
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
-                               const double* tau, const double* extra, double* qacc, const int* go,
-                               double* tau_copy);
+                               const double* tau, const double* extra, double* qacc, int phase);
 // JSIIA also uses cuSOLVER; returns 0 or a message-worthy failure in *what.
 int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
                          const double* extra, double* qacc, const char** what);
