@@ -1,19 +1,18 @@
-// aba_world_lanes.cuh: the ABA in world coordinates (aba_world.h) for one instance by a group of 4
+// aba_world_lanes.cuh: the ABA in world coordinates (aba_world.h) for one instance by a group of 8
 // lanes of a warp, for rollouts of short chains in batches of a few thousand (rollout.cu), where a
 // thread per instance leaves most of the GPU idle. In world coordinates the work per link is
 // independent across links except for four short serial chains, so the group splits it as:
 //   per link (lanes take links in turn): sin/cos; world screws; c_i, the rigid inertia moved to the
 //     world and the bias force
 //   serially (lane 0): world poses (a few multiply-adds per link in joint frames); velocities
-//   per row of the articulated inertia (lane r owns rows r and r + 4, every lane all of the bias
-//     force): the backward sweep, which passes IA to the parent by addition: per link a few 6-term
-//     dots, twelve shuffles and a division, where aba_lanes.cuh's link frames need a congruence
+//   per row of the articulated inertia (lane r owns row r, every lane all of the bias force): the
+//     backward sweep, which passes IA to the parent by addition: per link three 6-term dots,
+//     twelve shuffles and a division, where aba_lanes.cuh's link frames need a 6x6 congruence
 //   serially (lane 0): the accelerations.
-// Four lanes, not eight: the serial parts keep one lane of the group busy, so a warp of eight
-// groups does twice the instances' work for the same instructions as four groups of eight.
-// Same formulas as aba_world.h, so results equal the CPU's to rounding. The per-link arrays (any
-// memory the group shares): sin/cos 2n, R 9n, p 3n, S 6n, V 6n, c 6n, rigid inertia 36n,
-// bias 6n, U/d 6n, u/d n.
+// (Groups of 4 lanes, two rows each, measured slower: arm7 on the H100, 1.29e5 against 1.65e5
+// env-steps/s at B = 1, 4.8e8 against 5.0e8 at B = 4096.) Same formulas as aba_world.h, so results
+// equal the CPU's to rounding. The per-link arrays (any memory the group shares): sin/cos 2n, R 9n,
+// p 3n, S 6n, V 6n, c 6n, rigid inertia 36n, bias 6n, U/d 6n, u/d n.
 #ifndef CHAINFD_ABA_WORLD_LANES_CUH
 #define CHAINFD_ABA_WORLD_LANES_CUH
 
@@ -21,11 +20,6 @@
 #include "aba_world.h"
 
 #define CFD_WL_LINK_DOUBLES 81
-#define CFD_WL_LANES 4
-
-__device__ __forceinline__ double cfd_wl_get(double x, int src) {
-  return __shfl_sync(0xffffffffu, x, src, CFD_WL_LANES);
-}
 
 struct cfd_wl_links {
   double *sc, *R, *p, *S, *V, *c, *J, *bias, *w, *ud;
@@ -75,7 +69,7 @@ __device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, 
                                           const double* qd, const double* tau, const double* diag,
                                           double* qacc, const cfd_wl_links& L) {
   int n = c.n;
-  for (int i = lane; i < n; i += CFD_WL_LANES) cfd_abw_sincos(&c, jf, i, q[i], L.sc + 2 * i, L.sc + 2 * i + 1);
+  for (int i = lane; i < n; i += CFD_LANES) cfd_abw_sincos(&c, jf, i, q[i], L.sc + 2 * i, L.sc + 2 * i + 1);
   __syncwarp();
   if (lane == 0) {  // world poses: the one chain that needs every link before it
     double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0};
@@ -88,7 +82,7 @@ __device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, 
     }
   }
   __syncwarp();
-  for (int i = lane; i < n; i += CFD_WL_LANES) {  // world screws times qd (into V for now)
+  for (int i = lane; i < n; i += CFD_LANES) {  // world screws times qd (into V for now)
     double Sw[6];
     cfd_abw_screw(c.screw + 6 * i, jf, L.R + 9 * i, L.p + 3 * i, Sw);
     for (int k = 0; k < 6; k++) L.S[6 * i + k] = Sw[k], L.V[6 * i + k] = Sw[k] * qd[i];
@@ -100,7 +94,7 @@ __device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, 
   __syncwarp();
   // per link: c_i = V_i x S_i qd_i, the rigid inertia in the world (as its six rows, so that the
   // backward sweep's lanes read theirs without branching) and the bias force
-  for (int i = lane; i < n; i += CFD_WL_LANES) {
+  for (int i = lane; i < n; i += CFD_LANES) {
     double Sqd[6], J10[10];
     for (int k = 0; k < 6; k++) Sqd[k] = L.S[6 * i + k] * qd[i];
     cfd_ad(L.V + 6 * i, Sqd, L.c + 6 * i);
@@ -109,30 +103,25 @@ __device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, 
     for (int r = 0; r < 6; r++) cfd_wl_rigid_row(J10, r, L.J + 36 * i + 6 * r);
   }
   __syncwarp();
-  // backward: lane r holds rows r and r + 4 of IA (lanes 2, 3 shadow row 5), every lane all of pA
-  int r0 = lane, r1 = lane + 4 < 6 ? lane + 4 : 5;
+  // backward: lane r holds row r of IA (lanes 6, 7 shadow row 5), every lane all of pA
+  int r = lane < 6 ? lane : 5;
   bool bad = false;
-  double row0[6] = {0, 0, 0, 0, 0, 0}, row1[6] = {0, 0, 0, 0, 0, 0}, pA[6] = {0, 0, 0, 0, 0, 0};
+  double row[6] = {0, 0, 0, 0, 0, 0}, pA[6] = {0, 0, 0, 0, 0, 0};
   for (int i = n - 1; i >= 0; i--) {
-    const double* S = L.S + 6 * i;
-    const double *j0 = L.J + 36 * i + 6 * r0, *j1 = L.J + 36 * i + 6 * r1;
-    double U[6];
-    for (int k = 0; k < 6; k++) row0[k] += j0[k], row1[k] += j1[k], pA[k] += L.bias[6 * i + k];
-    double U0 = cfd_lanes_dot6(row0, S), U1 = cfd_lanes_dot6(row1, S);
-    for (int k = 0; k < 4; k++) U[k] = cfd_wl_get(U0, k);
-    for (int k = 4; k < 6; k++) U[k] = cfd_wl_get(U1, k - 4);
+    const double *S = L.S + 6 * i, *jr = L.J + 36 * i + 6 * r;
+    double U[6], Ic[6];
+    for (int k = 0; k < 6; k++) row[k] += jr[k], pA[k] += L.bias[6 * i + k];
+    double Ur = cfd_lanes_dot6(row, S);
+    for (int k = 0; k < 6; k++) U[k] = cfd_lane_get(Ur, k);
     double d = cfd_lanes_dot6(S, U) + c.armature[i] + (diag ? diag[i] : 0);
     if (!(d > 0)) bad = true, d = 1;
-    double inv = 1 / d, su = (tau[i] - cfd_lanes_dot6(S, pA)) * inv;
-    double w0 = U0 * inv, w1 = U1 * inv;
-    L.w[6 * i + r0] = w0;  // lanes 2, 3 write row 5's twice, the same value
-    L.w[6 * i + r1] = w1;
+    double inv = 1 / d, su = (tau[i] - cfd_lanes_dot6(S, pA)) * inv, wr = Ur * inv;
+    L.w[6 * i + r] = wr;  // the shadows write row 5's again, the same value
     if (lane == 0) L.ud[i] = su;
     if (i == 0) break;
-    for (int k = 0; k < 6; k++) row0[k] -= w0 * U[k], row1[k] -= w1 * U[k];
-    double Ic0 = cfd_lanes_dot6(row0, L.c + 6 * i), Ic1 = cfd_lanes_dot6(row1, L.c + 6 * i), Ic[6];
-    for (int k = 0; k < 4; k++) Ic[k] = cfd_wl_get(Ic0, k);
-    for (int k = 4; k < 6; k++) Ic[k] = cfd_wl_get(Ic1, k - 4);
+    for (int k = 0; k < 6; k++) row[k] -= wr * U[k];
+    double Icr = cfd_lanes_dot6(row, L.c + 6 * i);
+    for (int k = 0; k < 6; k++) Ic[k] = cfd_lane_get(Icr, k);
     for (int k = 0; k < 6; k++) pA[k] += Ic[k] + U[k] * su;
   }
   __syncwarp();

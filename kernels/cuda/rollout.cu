@@ -179,22 +179,21 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   if (active && bad && lane == 0) atomicExch(error, CFD_ERR_SINGULAR);
 }
 
-// Short chains, one instance per group of 4 lanes, with the ABA in world coordinates
-// (aba_world_lanes.cuh): per link a few dots, twelve shuffles and a division on the backward
+// Short chains, one instance per group of 8 lanes, with the ABA in world coordinates
+// (aba_world_lanes.cuh): per link three dots, twelve shuffles and a division on the backward
 // sweep's path instead of a 6x6 congruence. The model (in joint frames: every MuJoCo chain has
-// them) and each instance's state in shared memory. On the H100, arm7, B = 4096, H = 128: 4.7e8
+// them) and each instance's state in shared memory. On the H100, arm7, B = 4096, H = 128: 5.0e8
 // env-steps per second against 3.6e8 for the lanes in link frames (h100_rollout.txt). Both are
-// bound by one step's latency, about 8 us at B = 1 (ncu: 4,200 instructions a step, half of them
-// the backward sweep's and the poses' serial chains).
+// bound by one step's latency: 6 us at B = 1 (ncu, 4-lane version: 4,200 instructions a step, half
+// of them the backward sweep's and the poses' serial chains).
 #define WL_PER_LINK (CFD_WL_LINK_DOUBLES + 6)  // then q, tau, diag, qacc, qpos, qvel
 
 static __host__ __device__ size_t wl_instance_doubles(int n) { return (size_t)WL_PER_LINK * n; }
 
-#define WL_BLOCK 32  // a warp: eight instances, and the model copy per block stays small
-#define WL_GROUPS (WL_BLOCK / CFD_WL_LANES)
+#define WL_BLOCK 32  // a warp, so that the model copy per block stays small
 
 static size_t wl_block_doubles(int n) {
-  return CFD_WL_MODEL_DOUBLES(n) + (size_t)WL_GROUPS * wl_instance_doubles(n);
+  return CFD_WL_MODEL_DOUBLES(n) + (size_t)(WL_BLOCK / LANES) * wl_instance_doubles(n);
 }
 
 __global__ void __launch_bounds__(WL_BLOCK)
@@ -203,19 +202,19 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                            const double* __restrict__ ctrl, double* __restrict__ out,
                            int final_only, int distinct, int* error) {
   extern __shared__ double sh[];
-  int n = p.n, nu = p.nu, lane = threadIdx.x % CFD_WL_LANES;
+  int n = p.n, nu = p.nu, lane = threadIdx.x % LANES;
   cfd_model_to_shared(c, sh);
   __syncthreads();
-  long b = (long)blockIdx.x * WL_GROUPS + threadIdx.x / CFD_WL_LANES;
+  long b = (long)blockIdx.x * (WL_BLOCK / LANES) + threadIdx.x / LANES;
   bool active = b < B;  // idle groups run along on instance B - 1's inputs, in their own slot:
   if (!active) b = B - 1;  // the shuffles need every lane of the warp
-  double* s = sh + CFD_WL_MODEL_DOUBLES(n) + wl_instance_doubles(n) * (threadIdx.x / CFD_WL_LANES);
+  double* s = sh + CFD_WL_MODEL_DOUBLES(n) + wl_instance_doubles(n) * (threadIdx.x / LANES);
   cfd_wl_links L = cfd_wl_links_at(s, n);
   double* q = s + CFD_WL_LINK_DOUBLES * n;
   double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
-  for (int i = lane; i < n; i += CFD_WL_LANES) {
+  for (int i = lane; i < n; i += LANES) {
     qpos[i] = x0[i];
     qvel[i] = x0[n + i];
     if (active && !final_only) o[i] = x0[i], o[n + i] = x0[n + i];
@@ -224,16 +223,16 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   bool bad = false;
   __syncwarp();
   for (int t = 0; t < H; t++) {
-    for (int i = lane; i < n; i += CFD_WL_LANES)  // passive forces
+    for (int i = lane; i < n; i += LANES)  // passive forces
       cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
     __syncwarp();
     const double* u_t = ctrl + ((size_t)b * H + t) * nu;  // actuators, as rollout_lanes_kernel
-    for (int a = distinct ? lane : 0; a < nu && (distinct || lane == 0); a += distinct ? CFD_WL_LANES : 1)
+    for (int a = distinct ? lane : 0; a < nu && (distinct || lane == 0); a += distinct ? LANES : 1)
       cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
     __syncwarp();
     bad |= cfd_wl_fd(c, 1, lane, q, qvel, tau, diag, qacc, L);
     double* ot = o + (size_t)(final_only ? 0 : t + 1) * 2 * n;
-    for (int i = lane; i < n; i += CFD_WL_LANES) {  // semi-implicit Euler, as cfd_rollout_step
+    for (int i = lane; i < n; i += LANES) {  // semi-implicit Euler, as cfd_rollout_step
       qvel[i] += h * qacc[i];
       qpos[i] += h * qvel[i];
       if (active && (!final_only || t == H - 1)) ot[i] = qpos[i], ot[n + i] = qvel[i];
@@ -241,7 +240,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     __syncwarp();
   }
   if (active && final_only && H == 0)
-    for (int i = lane; i < n; i += CFD_WL_LANES) o[i] = qpos[i], o[n + i] = qvel[i];
+    for (int i = lane; i < n; i += LANES) o[i] = qpos[i], o[n + i] = qvel[i];
   if (active && bad && lane == 0) atomicExch(error, CFD_ERR_SINGULAR);
 }
 
@@ -412,10 +411,11 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && small && B <= LANES_MAX_B &&
       r->chain_jf.home_R) {
     size_t shared = sizeof(double) * wl_block_doubles(n);
+    int groups_wl = WL_BLOCK / LANES;
     e = cudaFuncSetAttribute(rollout_world_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)shared);
     if (e) return fail(err, err_size, "launching the rollout", e);
-    rollout_world_lanes_kernel<<<(B + WL_GROUPS - 1) / WL_GROUPS, WL_BLOCK, shared, r->stream>>>(
+    rollout_world_lanes_kernel<<<(B + groups_wl - 1) / groups_wl, WL_BLOCK, shared, r->stream>>>(
         r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only,
         r->distinct_dofs, r->error);
   } else if (cfd_gpu_rollout_lanes && small && B <= LANES_MAX_B) {
