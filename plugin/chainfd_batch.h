@@ -64,7 +64,8 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
 void cfd_gpu_fd_cancel(cfd_gpu* g);
 
 // Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
-// (transfers excluded).
+// (transfers excluded; for a split CFA call, from begin's launch to finish's end, so the caller's
+// time between them is included).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);

@@ -187,13 +187,15 @@ static void test_pitched_screw(void) {
 // The world-frame ABA (aba_world.h: the GPU's batch kernel for short chains, run here on the CPU)
 // against the reference, on every model with random states and joint-diagonal terms, and on a
 // pitched screw. Its rounding grows with the chain's extent in link lengths (the world origin is
-// its reference point): within 1e-11 up to 32 links, where the GPU uses it (measured 5e-15 on the
-// arm, 3e-12 on slide_hinge), and 1.3e-10 at 64 links with gravity off (kept as a bound, 1e-9).
+// its reference point, where the chain's base is moved): within 1e-11 up to 32 links, where the GPU
+// uses it (measured 5e-15 on the arm, 6e-15 with its base 100 m away, 9e-13 on slide_hinge), and
+// 1.6e-10 at 64 links with gravity off (kept as a bound, 1e-9).
 static void test_aba_world(void) {
   char err[1024];
-  for (size_t k = 0; k < sizeof(models) / sizeof(models[0]) + 1; k++) {
-    int pitched = k == sizeof(models) / sizeof(models[0]);
-    const char* spec = pitched ? models[0] : models[k];
+  size_t nm = sizeof(models) / sizeof(models[0]);
+  for (size_t k = 0; k < nm + 2; k++) {
+    int pitched = k == nm, far = k == nm + 1;  // then the arm with its base 100 m from the origin
+    const char* spec = k >= nm ? models[0] : models[k];
     mjModel* m = cfd_load_model(spec, err, sizeof err);
     EXPECT(m != NULL, "%s: %s", spec, err);
     if (!m) continue;
@@ -202,6 +204,7 @@ static void test_aba_world(void) {
     int n = c.n;
     if (pitched)
       for (int j = 0; j < 3; j++) c.screw[6 * 3 + 3 + j] += 0.05 * c.screw[6 * 3 + j];
+    if (far) c.home_p[0] += 70, c.home_p[1] -= 70, c.home_p[2] += 10;
     cfd_chain cj;
     int has_jf = cfd_chain_in_joint_frames(&c, &cj) == 0;
     EXPECT(has_jf == !pitched, "%s: joint frames %d for a chain %s pitch", spec, has_jf,
@@ -227,7 +230,8 @@ static void test_aba_world(void) {
         if (!(e <= worst)) worst = e;
       }
     }
-    printf("world ABA %s%s (n=%d): max_rel_err %.2e\n", spec, pitched ? " pitched" : "", n, worst);
+    printf("world ABA %s%s (n=%d): max_rel_err %.2e\n", spec,
+           pitched ? " pitched" : far ? " base 100 m away" : "", n, worst);
     EXPECT(worst <= (n <= 32 ? 1e-11 : 1e-9), "%s: world ABA vs reference %.3e", spec, worst);
     free(v);
     if (has_jf) cfd_chain_free(&cj);

@@ -209,8 +209,10 @@ int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out) {
     }
     for (int k = 0; k < 6; k++) out->screw[6 * i + k] = k == (slide ? 5 : 2);
     out->armature[i] = c->armature[i];
-    if (c->body) out->body[i] = c->body[i], out->jnt[i] = c->jnt[i];
-    if (c->dof) out->dof[i] = c->dof[i], out->qpos[i] = c->qpos[i];
+    if (c->body) out->body[i] = c->body[i];
+    if (c->jnt) out->jnt[i] = c->jnt[i];
+    if (c->dof) out->dof[i] = c->dof[i];
+    if (c->qpos) out->qpos[i] = c->qpos[i];
     if (c->qpos0) out->qpos0[i] = c->qpos0[i];
   }
   for (int k = 0; k < 3; k++) out->gravity[k] = c->gravity[k];

@@ -6,7 +6,7 @@
 //     world and the bias force
 //   serially (lane 0): world poses (a few multiply-adds per link in joint frames); velocities
 //   per row of the articulated inertia (lane r owns row r, every lane all of the bias force): the
-//     backward sweep, which passes IA to the parent by addition: per link three 6-term dots,
+//     backward sweep, which passes IA to the parent by addition: per link four 6-term dots,
 //     twelve shuffles and a division, where aba_lanes.cuh's link frames need a 6x6 congruence
 //   serially (lane 0): the accelerations.
 // (Groups of 4 lanes, two rows each, measured slower: arm7 on the H100, 1.29e5 against 1.65e5

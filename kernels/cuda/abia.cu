@@ -1,5 +1,5 @@
-// ABIA on the GPU for many instances. Large batches: one thread per instance. Chains up to 32
-// links take the ABA in world coordinates (aba_world.h, below); longer ones the structured
+// ABIA on the GPU for many instances. Large batches (B > 4096): one thread per instance. Chains up
+// to 32 links take the ABA in world coordinates (aba_world.h, below); longer ones the structured
 // articulated-body sweeps of aba_core.h in its lean mode: a thread keeps 14 numbers per link
 // between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared
 // by every thread (read-only, broadcast from cache); each instance's per-link scratch is
@@ -134,7 +134,7 @@ static void launch_world(cfd_gpu* g, int blocks, int B, const double* q, const d
         g->chain, B, q, qd, tau, extra, qacc, g->work, error);
 }
 
-int cfd_gpu_abia_variant = 0;  // 0: chosen by (n, B); 1: global lean; 2: local lean; 3: local full; 4: lanes
+int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 6
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {

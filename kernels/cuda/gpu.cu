@@ -413,7 +413,9 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
   // CFA: up now, and a first launch does what needs no tau (finish launches the rest); the
   // device is never left waiting on the host, so the caller may use it in between
-  e = cudaMemcpyAsync(g->staging, g->host, 4 * vec, cudaMemcpyHostToDevice, g->stream);
+  e = cudaMemcpyAsync(g->staging, g->host, 2 * vec, cudaMemcpyHostToDevice, g->stream);  // q, qd
+  if (!e && extra_diag)
+    e = cudaMemcpyAsync(g->staging + 3 * bn, g->host + 3 * bn, vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
   g->flag_clear = 0;  // the kernel below may set it
   if (!e) e = cudaEventRecord(g->start, g->stream);

@@ -41,7 +41,7 @@ struct cfd_gpu {
   float last_ms;
   int* status;          // page-locked: the kernels' status, copied down (device arrays; a
                         // copy into pageable memory would cost the call a staged transfer)
-  int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 kernel waiting
+  int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on the device
   int pending_B, pending_extra;
 };
 

@@ -180,7 +180,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 }
 
 // Short chains, one instance per group of 8 lanes, with the ABA in world coordinates
-// (aba_world_lanes.cuh): per link three dots, twelve shuffles and a division on the backward
+// (aba_world_lanes.cuh): per link four dots, twelve shuffles and a division on the backward
 // sweep's path instead of a 6x6 congruence. The model (in joint frames: every MuJoCo chain has
 // them) and each instance's state in shared memory. On the H100, arm7, B = 4096, H = 128: 5.0e8
 // env-steps per second against 3.6e8 for the lanes in link frames (h100_rollout.txt). Both are
