@@ -84,6 +84,16 @@ CFD_HD void cfd_abw_sincos(const cfd_chain* c, int jf, int i, double q, double* 
   else cfd_sincos(q, s, co);
 }
 
+// (R, p) <- (R, p) T_loc: from the world pose of link i's parent to link i's
+CFD_HD void cfd_abw_next(const cfd_chain* c, int jf, int i, double q, double s, double co,
+                         double R[9], double p[3]) {
+  double Rl[9], pl[3], Rn[9], pn[3];
+  cfd_abw_local(c, jf, i, q, s, co, Rl, pl);
+  cfd_se3_mul(R, p, Rl, pl, Rn, pn);
+  for (int k = 0; k < 9; k++) R[k] = Rn[k];
+  for (int k = 0; k < 3; k++) p[k] = pn[k];
+}
+
 // The screw of link i in the world, for the link's world pose (R, p): [R w; R v + p x R w]
 // (in joint frames: [z; p x z] for a hinge, [0; z] for a slide, z = R's third column)
 CFD_HD void cfd_abw_screw(const double* S, int jf, const double R[9], const double p[3],
@@ -163,12 +173,9 @@ CFD_HD int cfd_aba_world(const cfd_chain* c, int jf, const double* q, const doub
   // out: world poses and velocities to the tip
   double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0}, V[6] = {0, 0, 0, 0, 0, 0};
   for (int i = 0; i < n; i++) {
-    double qi = q[i * vstride], s, co, Rl[9], pl[3], Rn[9], pn[3], Sw[6];
+    double qi = q[i * vstride], s, co, Sw[6];
     cfd_abw_sincos(c, jf, i, qi, &s, &co);
-    cfd_abw_local(c, jf, i, qi, s, co, Rl, pl);
-    cfd_se3_mul(R, p, Rl, pl, Rn, pn);
-    for (int k = 0; k < 9; k++) R[k] = Rn[k];
-    for (int k = 0; k < 3; k++) p[k] = pn[k];
+    cfd_abw_next(c, jf, i, qi, s, co, R, p);
     cfd_abw_screw(c->screw + 6 * i, jf, R, p, Sw);
     double qdi = qd[i * vstride];
     for (int k = 0; k < 6; k++) V[k] += Sw[k] * qdi;
@@ -226,12 +233,9 @@ CFD_HD int cfd_aba_world(const cfd_chain* c, int jf, const double* q, const doub
   for (int k = 0; k < 3; k++) p[k] = 0;
   for (int k = 0; k < 6; k++) V[k] = 0;
   for (int i = 0; i < n; i++) {
-    double qi = q[i * vstride], Rl[9], pl[3], Rn[9], pn[3], Sw[6], Sqd[6], ci[6], w[6], sn, co;
+    double qi = q[i * vstride], Sw[6], Sqd[6], ci[6], w[6], sn, co;
     cfd_abw_sincos(c, jf, i, qi, &sn, &co);
-    cfd_abw_local(c, jf, i, qi, sn, co, Rl, pl);
-    cfd_se3_mul(R, p, Rl, pl, Rn, pn);
-    for (int k = 0; k < 9; k++) R[k] = Rn[k];
-    for (int k = 0; k < 3; k++) p[k] = pn[k];
+    cfd_abw_next(c, jf, i, qi, sn, co, R, p);
     cfd_abw_screw(c->screw + 6 * i, jf, R, p, Sw);
     double qdi = qd[i * vstride];
     for (int k = 0; k < 6; k++) Sqd[k] = Sw[k] * qdi;

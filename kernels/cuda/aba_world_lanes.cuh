@@ -74,11 +74,9 @@ __device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, 
   if (lane == 0) {  // world poses: the one chain that needs every link before it
     double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0};
     for (int i = 0; i < n; i++) {
-      double Rl[9], pl[3], Rn[9], pn[3];
-      cfd_abw_local(&c, jf, i, q[i], L.sc[2 * i], L.sc[2 * i + 1], Rl, pl);
-      cfd_se3_mul(R, p, Rl, pl, Rn, pn);
-      for (int k = 0; k < 9; k++) L.R[9 * i + k] = R[k] = Rn[k];
-      for (int k = 0; k < 3; k++) L.p[3 * i + k] = p[k] = pn[k];
+      cfd_abw_next(&c, jf, i, q[i], L.sc[2 * i], L.sc[2 * i + 1], R, p);
+      for (int k = 0; k < 9; k++) L.R[9 * i + k] = R[k];
+      for (int k = 0; k < 3; k++) L.p[3 * i + k] = p[k];
     }
   }
   __syncwarp();

@@ -7,7 +7,7 @@
 // coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
 #include "aba_core.h"
 #include "aba_lanes.cuh"
-#include "aba_world.h"
+#include "aba_world_lanes.cuh"
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
@@ -92,7 +92,6 @@ abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
 // and the model copied into shared memory, out of the way of the scratch in L1 (a thread's loads
 // stalled on L1 for half its time, ncu, B = 65536); otherwise both in global memory.
 #define ABIA_WORLD_MAX_N 32
-#define ABIA_MODEL_DOUBLES(n) ((size_t)55 * (n))  // home_R, home_p, screw, inertia, armature
 
 template <bool LOCAL, bool JF>
 __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
@@ -102,15 +101,7 @@ abia_world_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   extern __shared__ double model[];
   int n = c.n;
   if (LOCAL) {
-    const double* from[5] = {c.home_R, c.home_p, c.screw, c.inertia, c.armature};
-    double** to[5] = {&c.home_R, &c.home_p, &c.screw, &c.inertia, &c.armature};
-    const int width[5] = {9, 3, 6, 36, 1};
-    double* m = model;
-    for (int k = 0; k < 5; k++) {
-      for (int j = threadIdx.x; j < width[k] * n; j += blockDim.x) m[j] = from[k][j];
-      *to[k] = m;
-      m += width[k] * n;
-    }
+    cfd_model_to_shared(c, model);
     __syncthreads();
   }
   int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -125,7 +116,7 @@ abia_world_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
 template <bool LOCAL>
 static void launch_world(cfd_gpu* g, int blocks, int B, const double* q, const double* qd,
                          const double* tau, const double* extra, double* qacc, int* error) {
-  size_t shared = LOCAL ? sizeof(double) * ABIA_MODEL_DOUBLES(g->n) : 0;
+  size_t shared = LOCAL ? sizeof(double) * CFD_WL_MODEL_DOUBLES(g->n) : 0;
   if (g->chain_jf.home_R)
     abia_world_kernel<LOCAL, true><<<blocks, ABIA_THREADS, shared, g->stream>>>(
         g->chain_jf, B, q, qd, tau, extra, qacc, g->work, error);

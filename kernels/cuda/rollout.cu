@@ -119,6 +119,36 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 
 static __host__ __device__ size_t lanes_instance_doubles(int n) { return (size_t)LANES_PER_LINK * n + 1; }
 
+// The parts of a lanes kernel's step around its forward dynamics, the group's lanes taking links
+// (or actuators) in turn. Start: the instance's state from x0 into qpos, qvel (and out's first row).
+__device__ __forceinline__ void lanes_start(int n, int lane, const double* x0, double* qpos,
+                                            double* qvel, double* o, bool write) {
+  for (int i = lane; i < n; i += LANES) {
+    qpos[i] = x0[i];
+    qvel[i] = x0[n + i];
+    if (write) o[i] = x0[i], o[n + i] = x0[n + i];
+  }
+}
+
+// Actuators: lanes take them in turn where each drives its own joint; lane 0 alone when several
+// share one (their forces then add in the CPU's order).
+__device__ __forceinline__ void lanes_actuators(const cfd_rollout_params& p, int lane, int distinct,
+                                                const double* u_t, const double* qpos,
+                                                const double* qvel, double* tau, double* diag) {
+  for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
+    cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
+}
+
+// Semi-implicit Euler, as cfd_rollout_step, and the state into out's row ot when write.
+__device__ __forceinline__ void lanes_integrate(int n, int lane, double h, const double* qacc,
+                                                double* qpos, double* qvel, double* ot, bool write) {
+  for (int i = lane; i < n; i += LANES) {
+    qvel[i] += h * qacc[i];
+    qpos[i] += h * qvel[i];
+    if (write) ot[i] = qpos[i], ot[n + i] = qvel[i];
+  }
+}
+
 // GLOBAL: the state in work (one slot per group, idle groups included) instead of shared memory;
 // a template parameter, so that the shared-memory version addresses shared memory directly
 template <bool GLOBAL>
@@ -141,11 +171,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   double* xch = use_xch ? xchs[threadIdx.x / LANES] : NULL;  // the backward sweep's exchange
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
-  for (int i = lane; i < n; i += LANES) {
-    qpos[i] = x0[i];
-    qvel[i] = x0[n + i];
-    if (active && !final_only) o[i] = x0[i], o[n + i] = x0[n + i];
-  }
+  lanes_start(n, lane, x0, qpos, qvel, o, active && !final_only);
   double h = p.h;
   bool bad = false;
   __syncwarp();
@@ -156,22 +182,14 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
       cfd_aba_link(&c, i, q[i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
     }
     __syncwarp();
-    // actuators: lanes take them in turn where each drives its own joint; lane 0 alone when
-    // several share one (their forces then add in the CPU's order)
-    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
-    for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
-      cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
+    lanes_actuators(p, lane, distinct, ctrl + ((size_t)b * H + t) * p.nu, qpos, qvel, tau, diag);
     __syncwarp();
     cfd_lanes_velocities(c, lane, qvel, L);
     bad |= cfd_lanes_backward(c, lane, tau, diag, L, xch);
     if (lane == 0) cfd_lanes_accelerations(c, L, qacc);
     __syncwarp();
-    double* ot = o + (size_t)(final_only ? 0 : t + 1) * 2 * n;
-    for (int i = lane; i < n; i += LANES) {  // semi-implicit Euler, as cfd_rollout_step
-      qvel[i] += h * qacc[i];
-      qpos[i] += h * qvel[i];
-      if (active && (!final_only || t == H - 1)) ot[i] = qpos[i], ot[n + i] = qvel[i];
-    }
+    lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
+                    active && (!final_only || t == H - 1));
     __syncwarp();
   }
   if (active && final_only && H == 0)
@@ -202,7 +220,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                            const double* __restrict__ ctrl, double* __restrict__ out,
                            int final_only, int distinct, int* error) {
   extern __shared__ double sh[];
-  int n = p.n, nu = p.nu, lane = threadIdx.x % LANES;
+  int n = p.n, lane = threadIdx.x % LANES;
   cfd_model_to_shared(c, sh);
   __syncthreads();
   long b = (long)blockIdx.x * (WL_BLOCK / LANES) + threadIdx.x / LANES;
@@ -214,11 +232,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
-  for (int i = lane; i < n; i += LANES) {
-    qpos[i] = x0[i];
-    qvel[i] = x0[n + i];
-    if (active && !final_only) o[i] = x0[i], o[n + i] = x0[n + i];
-  }
+  lanes_start(n, lane, x0, qpos, qvel, o, active && !final_only);
   double h = p.h;
   bool bad = false;
   __syncwarp();
@@ -226,17 +240,11 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     for (int i = lane; i < n; i += LANES)  // passive forces
       cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
     __syncwarp();
-    const double* u_t = ctrl + ((size_t)b * H + t) * nu;  // actuators, as rollout_lanes_kernel
-    for (int a = distinct ? lane : 0; a < nu && (distinct || lane == 0); a += distinct ? LANES : 1)
-      cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
+    lanes_actuators(p, lane, distinct, ctrl + ((size_t)b * H + t) * p.nu, qpos, qvel, tau, diag);
     __syncwarp();
     bad |= cfd_wl_fd(c, 1, lane, q, qvel, tau, diag, qacc, L);
-    double* ot = o + (size_t)(final_only ? 0 : t + 1) * 2 * n;
-    for (int i = lane; i < n; i += LANES) {  // semi-implicit Euler, as cfd_rollout_step
-      qvel[i] += h * qacc[i];
-      qpos[i] += h * qvel[i];
-      if (active && (!final_only || t == H - 1)) ot[i] = qpos[i], ot[n + i] = qvel[i];
-    }
+    lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
+                    active && (!final_only || t == H - 1));
     __syncwarp();
   }
   if (active && final_only && H == 0)
