@@ -55,6 +55,25 @@ CFD_HD void cfd_abw_mul(const cfd_abw_inertia* I, const double x[6], double y[6]
 // The first link's home translation is left out: the whole chain moves so that its base sits at the
 // world origin, which changes no qacc (gravity is uniform) but keeps the origin, the sweeps'
 // reference point, near the links (a base 100 m away cost 1.8e-9 relative, 2e-14 at the origin).
+// The jf case alone, from the link's home pose (H, h): H Rz(q) (columns c H0 + s H1, c H1 - s H0,
+// H2) for a hinge, H Tz(q) for a slide (slide != 0).
+CFD_HD void cfd_abw_local_jf(const double H[9], const double h[3], int slide, double q, double s,
+                             double co, double R[9], double p[3]) {
+  if (!slide) {
+    for (int r = 0; r < 3; r++) {
+      R[3 * r] = co * H[3 * r] + s * H[3 * r + 1];
+      R[3 * r + 1] = co * H[3 * r + 1] - s * H[3 * r];
+      R[3 * r + 2] = H[3 * r + 2];
+      p[r] = h[r];
+    }
+  } else {
+    for (int r = 0; r < 3; r++) {
+      R[3 * r] = H[3 * r]; R[3 * r + 1] = H[3 * r + 1]; R[3 * r + 2] = H[3 * r + 2];
+      p[r] = h[r] + q * H[3 * r + 2];
+    }
+  }
+}
+
 CFD_HD void cfd_abw_local(const cfd_chain* c, int jf, int i, double q, double s, double co,
                           double R[9], double p[3]) {
   const double *H = c->home_R + 9 * i, *hp = c->home_p + 3 * i;
@@ -63,18 +82,8 @@ CFD_HD void cfd_abw_local(const cfd_chain* c, int jf, int i, double q, double s,
     double Re[9], pe[3];
     cfd_screw_exp_sc(c->screw + 6 * i, q, s, co, Re, pe);
     cfd_se3_mul(H, h, Re, pe, R, p);
-  } else if (c->screw[6 * i + 2] != 0) {  // hinge: columns (c H0 + s H1, c H1 - s H0, H2)
-    for (int r = 0; r < 3; r++) {
-      R[3 * r] = co * H[3 * r] + s * H[3 * r + 1];
-      R[3 * r + 1] = co * H[3 * r + 1] - s * H[3 * r];
-      R[3 * r + 2] = H[3 * r + 2];
-      p[r] = h[r];
-    }
-  } else {  // slide along H's z
-    for (int r = 0; r < 3; r++) {
-      R[3 * r] = H[3 * r]; R[3 * r + 1] = H[3 * r + 1]; R[3 * r + 2] = H[3 * r + 2];
-      p[r] = h[r] + q * H[3 * r + 2];
-    }
+  } else {
+    cfd_abw_local_jf(H, h, c->screw[6 * i + 2] == 0, q, s, co, R, p);
   }
 }
 
@@ -119,13 +128,15 @@ CFD_HD void cfd_abw_screw(const double* S, int jf, const double R[9], const doub
 // frame is [[I_o, m c^], [m c^T, m]]; in the world, with y = R (m c) and p the link origin,
 //   J_w = [[I_O, h^], [h^T, m]],  I_O = R I_o R^T + (m |p|^2 + 2 p.y) 1 - (m p p^T + p y^T + y p^T),
 //   h = m p + y.
-// Writes I_O (xx yy zz xy xz yz), h and m: 10 numbers, J10.
-CFD_HD void cfd_abw_rigid(const double* J, const double R[9], const double p[3], double J10[10]) {
-  double m = J[21], mc[3] = {J[16], J[5], J[9]}, y[3], T[9];
+// Writes I_O (xx yy zz xy xz yz), h and m: 10 numbers, J10, from the link-frame rotational inertia
+// about the link origin Io (3x3, row-major), the first moment m c and the mass.
+CFD_HD void cfd_abw_rigid_parts(const double Io[9], const double mc[3], double m, const double R[9],
+                                const double p[3], double J10[10]) {
+  double y[3], T[9];
   cfd_rot(R, mc, y);
   for (int r = 0; r < 3; r++)  // T = R I_o
     for (int k = 0; k < 3; k++)
-      T[3 * r + k] = R[3 * r] * J[k] + R[3 * r + 1] * J[6 + k] + R[3 * r + 2] * J[12 + k];
+      T[3 * r + k] = R[3 * r] * Io[k] + R[3 * r + 1] * Io[3 + k] + R[3 * r + 2] * Io[6 + k];
   double py = cfd_dot3(p, y), pp = cfd_dot3(p, p), diag = m * pp + 2 * py;
   // I_O = T R^T + shift, the six distinct entries
 #define CFD_ABW_IO(e, r, k)                                                                       \
@@ -138,18 +149,38 @@ CFD_HD void cfd_abw_rigid(const double* J, const double R[9], const double p[3],
   J10[9] = m;
 }
 
-// The rigid-body bias force -ad*_V J_w V = [w x L + v x P; w x P] of a world inertia J10 at world
-// velocity V, with J_w V = [I_O w + h x v;  m v + w x h].
-CFD_HD void cfd_abw_bias(const double J10[10], const double V[6], double bias[6]) {
+// The parts of a link-frame 6x6 inertia J (cfd_chain's layout) that cfd_abw_rigid_parts takes
+CFD_HD void cfd_abw_inertia_parts(const double* J, double Io[9], double mc[3], double* m) {
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++) Io[3 * r + k] = J[6 * r + k];
+  mc[0] = J[16]; mc[1] = J[5]; mc[2] = J[9];
+  *m = J[21];
+}
+
+CFD_HD void cfd_abw_rigid(const double* J, const double R[9], const double p[3], double J10[10]) {
+  double Io[9], mc[3], m;
+  cfd_abw_inertia_parts(J, Io, mc, &m);
+  cfd_abw_rigid_parts(Io, mc, m, R, p, J10);
+}
+
+// y = J_w x for a world inertia J10: [I_O w + h x v;  m v + w x h]
+CFD_HD void cfd_abw_rigid_mul(const double J10[10], const double x[6], double y[6]) {
   const double* h = J10 + 6;
-  double L[3], P[3], t1[3], t2[3];
-  cfd_sym3_vec(J10, V, L);
-  cfd_cross(h, V + 3, t1);
-  cfd_cross(V, h, t2);
-  for (int k = 0; k < 3; k++) L[k] += t1[k], P[k] = J10[9] * V[3 + k] + t2[k];
-  cfd_cross(V, L, t1);
-  cfd_cross(V + 3, P, t2);
-  cfd_cross(V, P, bias + 3);
+  double t1[3], t2[3];
+  cfd_sym3_vec(J10, x, y);
+  cfd_cross(h, x + 3, t1);
+  cfd_cross(x, h, t2);
+  for (int k = 0; k < 3; k++) y[k] += t1[k], y[3 + k] = J10[9] * x[3 + k] + t2[k];
+}
+
+// The rigid-body bias force -ad*_V J_w V = [w x L + v x P; w x P] of a world inertia J10 at world
+// velocity V, with (L; P) = J_w V.
+CFD_HD void cfd_abw_bias(const double J10[10], const double V[6], double bias[6]) {
+  double JV[6], t1[3], t2[3];
+  cfd_abw_rigid_mul(J10, V, JV);
+  cfd_cross(V, JV, t1);
+  cfd_cross(V + 3, JV + 3, t2);
+  cfd_cross(V, JV + 3, bias + 3);
   for (int k = 0; k < 3; k++) bias[k] = t1[k] + t2[k];
 }
 

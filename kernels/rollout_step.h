@@ -54,15 +54,14 @@ CFD_HD void cfd_rollout_passive(const cfd_rollout_params* p, int i, double x, do
   *diag = implicit ? p->h * p->damping[i] : 0;
 }
 
-// Actuator a under control u: its joint force added to tau (and, implicitfast, its velocity
-// derivative to diag) of its dof; qpos, qvel, tau, diag are per dof, entries `stride` apart.
-CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, double u, const double* qpos,
-                                 const double* qvel, double* tau, double* diag, long stride) {
-  int i = p->act_dof[a];
+// Actuator a under control u on its dof at position x, velocity v: its joint force added to *tau
+// and, implicitfast, its velocity derivative to *diag.
+CFD_HD void cfd_rollout_actuator_dof(const cfd_rollout_params* p, int a, double u, double x,
+                                     double v, double* tau, double* diag) {
   double g = p->gear[a], h = p->h;
   const double* cr = p->ctrlrange + 2 * a;
   if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
-  double len = g * qpos[i * stride], vel = g * qvel[i * stride];
+  double len = g * x, vel = g * v;
   const double* G = p->gain + 3 * a;
   const double* Bi = p->bias + 3 * a;
   double force = (G[0] + G[1] * len + G[2] * vel) * u + Bi[0] + Bi[1] * len + Bi[2] * vel;
@@ -72,9 +71,15 @@ CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, double u, c
     saturated = force <= fr[0] || force >= fr[1];
     force = fmin(fmax(force, fr[0]), fr[1]);
   }
-  tau[i * stride] += g * force;
-  if (p->integrator == CFD_INT_IMPLICITFAST && !saturated)
-    diag[i * stride] -= h * g * g * (G[2] * u + Bi[2]);
+  *tau += g * force;
+  if (p->integrator == CFD_INT_IMPLICITFAST && !saturated) *diag -= h * g * g * (G[2] * u + Bi[2]);
+}
+
+// The same with qpos, qvel, tau, diag per dof, entries `stride` apart.
+CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, double u, const double* qpos,
+                                 const double* qvel, double* tau, double* diag, long stride) {
+  long i = p->act_dof[a] * stride;
+  cfd_rollout_actuator_dof(p, a, u, qpos[i], qvel[i], tau + i, diag + i);
 }
 
 // One step of the instance whose state and scratch are in work, under controls ctrl (nu).

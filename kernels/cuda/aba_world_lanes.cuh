@@ -1,139 +1,165 @@
-// aba_world_lanes.cuh: the ABA in world coordinates (aba_world.h) for one instance by a group of 8
-// lanes of a warp, for rollouts of short chains in batches of a few thousand (rollout.cu), where a
-// thread per instance leaves most of the GPU idle. In world coordinates the work per link is
-// independent across links except for four short serial chains, so the group splits it as:
-//   per link (lanes take links in turn): sin/cos; world screws; c_i, the rigid inertia moved to the
-//     world and the bias force
-//   serially (lane 0): world poses (a few multiply-adds per link in joint frames); velocities
-//   per row of the articulated inertia (lane r owns row r, every lane all of the bias force): the
-//     backward sweep, which passes IA to the parent by addition: per link four 6-term dots,
-//     twelve shuffles and a division, where aba_lanes.cuh's link frames need a 6x6 congruence
-//   serially (lane 0): the accelerations.
-// (Groups of 4 lanes, two rows each, measured slower: arm7 on the H100, 1.29e5 against 1.65e5
-// env-steps/s at B = 1, 4.8e8 against 5.0e8 at B = 4096.) Same formulas as aba_world.h, so results
-// equal the CPU's to rounding. The per-link arrays (any memory the group shares): sin/cos 2n, R 9n,
-// p 3n, S 6n, V 6n, c 6n, rigid inertia 36n, bias 6n, U/d 6n, u/d n.
+// aba_world_lanes.cuh: the ABA in world coordinates (aba_world.h) for one instance of a short chain
+// (n <= W lanes, W = 4 ... 32) by a group of W lanes of a warp, one link per lane, everything in
+// registers: for rollouts in batches of a few thousand (rollout.cu), where a thread per instance
+// leaves most of the GPU idle and serialises every step on one thread's latency.
+//
+// In world coordinates every serial chain of the ABA is a sum or a product along the chain, so
+// the group runs them as scans over its lanes (log2 W shuffle rounds):
+//   poses         T_i = T_0 ... T_i                      (inclusive product scan)
+//   velocities    V_i = sum_{k<=i} S_k qd_k               (inclusive sum scan)
+//   inertias      sum_{k>=i} J_k and the bias forces      (suffix sum scans)
+// The backward sweep's rank-one corrections run right-looking: with IA_i = sum_{k>=i} J_k -
+// sum_{j>i} U_j U_j^T / d_j, lane i keeps Y_i = IA_i S_i and Z_i = IA_i c_i and the scalars
+// S_i.Y_i, Y_i.c_i, S_i.pA_i, and updates them as each U_j (j > i) is broadcast from lane j:
+// per link one broadcast of 13 numbers and three dots per lane, where a sweep by rows needs four
+// dots, twelve shuffles and shared-memory traffic. The accelerations are a unit lower-triangular
+// solve: qa_i = su_i - w_i.(a_0 + sum_{k<=i} c_k) - sum_{k<i} (w_i.S_k) qa_k, one broadcast per
+// link on its critical path.
+// Same quantities as aba_world.h (sums in another order: equal to rounding).
 #ifndef CHAINFD_ABA_WORLD_LANES_CUH
 #define CHAINFD_ABA_WORLD_LANES_CUH
 
-#include "aba_lanes.cuh"
 #include "aba_world.h"
 
-#define CFD_WL_LINK_DOUBLES 81
+#define CFD_WL_MASK 0xffffffffu
 
-struct cfd_wl_links {
-  double *sc, *R, *p, *S, *V, *c, *J, *bias, *w, *ud;
+// Link `lane`'s constants, in joint frames (cfd_chain_in_joint_frames): home pose (link 0's
+// translation left out, as cfd_abw_local), inertia parts, armature, joint kind. Lanes past the
+// chain get a massless identity link, which adds nothing to any scan.
+struct cfd_wl_link {
+  double H[9], h[3], Io[9], mc[3], m, armature;
+  int slide;
 };
 
-__device__ __forceinline__ cfd_wl_links cfd_wl_links_at(double* s, int n) {
-  cfd_wl_links L;
-  L.sc = s; L.R = L.sc + 2 * n; L.p = L.R + 9 * n; L.S = L.p + 3 * n; L.V = L.S + 6 * n;
-  L.c = L.V + 6 * n; L.J = L.c + 6 * n; L.bias = L.J + 36 * n; L.w = L.bias + 6 * n;
-  L.ud = L.w + 6 * n;
+__device__ __forceinline__ cfd_wl_link cfd_wl_link_of(const cfd_chain& c, int i) {
+  cfd_wl_link L;
+  bool link = i < c.n;
+  int j = link ? i : 0;
+  for (int k = 0; k < 9; k++) L.H[k] = link ? c.home_R[9 * j + k] : (k % 4 == 0);
+  for (int k = 0; k < 3; k++) L.h[k] = link && i > 0 ? c.home_p[3 * j + k] : 0;
+  cfd_abw_inertia_parts(c.inertia + 36 * j, L.Io, L.mc, &L.m);
+  if (!link) {
+    for (int k = 0; k < 9; k++) L.Io[k] = 0;
+    for (int k = 0; k < 3; k++) L.mc[k] = 0;
+    L.m = 0;
+  }
+  L.armature = link ? c.armature[j] : 1;
+  L.slide = link && c.screw[6 * j + 2] == 0;
   return L;
 }
 
-// The model's arrays copied into shared memory (model: CFD_WL_MODEL_DOUBLES(n)) by the block's
-// threads; c's pointers then point there. The caller synchronises the block after.
-#define CFD_WL_MODEL_DOUBLES(n) ((size_t)55 * (n))  // home_R, home_p, screw, inertia, armature
-__device__ __forceinline__ void cfd_model_to_shared(cfd_chain& c, double* model) {
-  const double* from[5] = {c.home_R, c.home_p, c.screw, c.inertia, c.armature};
-  double** to[5] = {&c.home_R, &c.home_p, &c.screw, &c.inertia, &c.armature};
-  const int width[5] = {9, 3, 6, 36, 1};
-  double* m = model;
-  for (int k = 0; k < 5; k++) {
-    for (int j = threadIdx.x; j < width[k] * c.n; j += blockDim.x) m[j] = from[k][j];
-    *to[k] = m;
-    m += width[k] * c.n;
+template <int W>
+__device__ __forceinline__ double cfd_wl_get(double x, int src) {
+  return __shfl_sync(CFD_WL_MASK, x, src, W);
+}
+
+// Inclusive product scan of poses: lane i's (R, p) becomes T_0 ... T_i.
+template <int W>
+__device__ __forceinline__ void cfd_wl_pose_scan(int lane, double R[9], double p[3]) {
+#pragma unroll
+  for (int d = 1; d < W; d *= 2) {
+    double Rb[9], pb[3], Rn[9], pn[3];
+    for (int k = 0; k < 9; k++) Rb[k] = __shfl_up_sync(CFD_WL_MASK, R[k], d, W);
+    for (int k = 0; k < 3; k++) pb[k] = __shfl_up_sync(CFD_WL_MASK, p[k], d, W);
+    if (lane >= d) {
+      cfd_se3_mul(Rb, pb, R, p, Rn, pn);
+      for (int k = 0; k < 9; k++) R[k] = Rn[k];
+      for (int k = 0; k < 3; k++) p[k] = pn[k];
+    }
   }
 }
 
-// Row r of a rigid world inertia J10 (I_O, h, m): [[I_O, h^], [h^T, m 1]]
-__device__ __forceinline__ void cfd_wl_rigid_row(const double* J10, int r, double row[6]) {
-  const double *I = J10, *h = J10 + 6;
-  double m = J10[9];
-  switch (r) {
-    case 0: row[0] = I[0]; row[1] = I[3]; row[2] = I[4]; row[3] = 0; row[4] = -h[2]; row[5] = h[1]; break;
-    case 1: row[0] = I[3]; row[1] = I[1]; row[2] = I[5]; row[3] = h[2]; row[4] = 0; row[5] = -h[0]; break;
-    case 2: row[0] = I[4]; row[1] = I[5]; row[2] = I[2]; row[3] = -h[1]; row[4] = h[0]; row[5] = 0; break;
-    case 3: row[0] = 0; row[1] = h[2]; row[2] = -h[1]; row[3] = m; row[4] = 0; row[5] = 0; break;
-    case 4: row[0] = -h[2]; row[1] = 0; row[2] = h[0]; row[3] = 0; row[4] = m; row[5] = 0; break;
-    default: row[0] = h[1]; row[1] = -h[0]; row[2] = 0; row[3] = 0; row[4] = 0; row[5] = m; break;
-  }
+// Inclusive sum scan of K numbers per lane: lane i's x becomes sum_{k<=i} x_k.
+template <int W, int K>
+__device__ __forceinline__ void cfd_wl_prefix_sum(int lane, double x[K]) {
+#pragma unroll
+  for (int d = 1; d < W; d *= 2)
+    for (int k = 0; k < K; k++) {
+      double y = __shfl_up_sync(CFD_WL_MASK, x[k], d, W);
+      if (lane >= d) x[k] += y;
+    }
 }
 
-// qacc for the instance whose per-link vectors are q, qd, tau, diag (diag may be NULL), by the
-// group; jf: c is in joint frames. Every lane of the warp must call it (shuffles). Returns whether
-// some d was not positive (the group keeps in step; the caller reports it). Ends in step.
-__device__ __forceinline__ bool cfd_wl_fd(const cfd_chain& c, int jf, int lane, const double* q,
-                                          const double* qd, const double* tau, const double* diag,
-                                          double* qacc, const cfd_wl_links& L) {
-  int n = c.n;
-  for (int i = lane; i < n; i += CFD_LANES) cfd_abw_sincos(&c, jf, i, q[i], L.sc + 2 * i, L.sc + 2 * i + 1);
-  __syncwarp();
-  if (lane == 0) {  // world poses: the one chain that needs every link before it
-    double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0};
-    for (int i = 0; i < n; i++) {
-      cfd_abw_next(&c, jf, i, q[i], L.sc[2 * i], L.sc[2 * i + 1], R, p);
-      for (int k = 0; k < 9; k++) L.R[9 * i + k] = R[k];
-      for (int k = 0; k < 3; k++) L.p[3 * i + k] = p[k];
+// Suffix sum: lane i's x becomes sum_{k>=i} x_k (over the group's W lanes).
+template <int W, int K>
+__device__ __forceinline__ void cfd_wl_suffix_sum(int lane, double x[K]) {
+#pragma unroll
+  for (int d = 1; d < W; d *= 2)
+    for (int k = 0; k < K; k++) {
+      double y = __shfl_down_sync(CFD_WL_MASK, x[k], d, W);
+      if (lane + d < W) x[k] += y;
+    }
+}
+
+// qacc of link `lane` for the instance whose link-`lane` values are q (the chain's coordinate),
+// qd, tau and diag (the joint-diagonal term); every lane of the warp calls it, lanes past n with
+// zeros. Sets *bad when some d is not positive (the sweep goes on with d = 1).
+template <int W>
+__device__ __forceinline__ double cfd_wl_qacc(const cfd_wl_link& L, int n, int lane,
+                                              const double gravity[3], double q, double qd,
+                                              double tau, double diag, bool* bad) {
+  // out: poses, world screws, velocities, c_i, world inertias and bias forces
+  double s = 0, co = 1, R[9], p[3];
+  if (!L.slide) sincos(q, &s, &co);
+  cfd_abw_local_jf(L.H, L.h, L.slide, q, s, co, R, p);
+  cfd_wl_pose_scan<W>(lane, R, p);
+  const double screw[6] = {0, 0, L.slide ? 0. : 1., 0, 0, L.slide ? 1. : 0.};
+  double S[6], Sqd[6], V[6], c[6], J10[10], bias[6];
+  cfd_abw_screw(screw, 1, R, p, S);
+  for (int k = 0; k < 6; k++) V[k] = Sqd[k] = S[k] * qd;
+  cfd_wl_prefix_sum<W, 6>(lane, V);
+  cfd_ad(V, Sqd, c);
+  cfd_abw_rigid_parts(L.Io, L.mc, L.m, R, p, J10);
+  cfd_abw_bias(J10, V, bias);
+  // in: the tip-ward sums, then the right-looking rank-one corrections
+  cfd_wl_suffix_sum<W, 10>(lane, J10);
+  cfd_wl_suffix_sum<W, 6>(lane, bias);
+  double Y[6], Z[6], w[6] = {0, 0, 0, 0, 0, 0}, su = 0;
+  cfd_abw_rigid_mul(J10, S, Y);
+  cfd_abw_rigid_mul(J10, c, Z);
+  double d = cfd_dot6(S, Y) + L.armature + diag;  // S.IA S + the joint-diagonal terms
+  double yc = cfd_dot6(Y, c);                     // U.c
+  double u = tau - cfd_dot6(S, bias);             // tau - S.pA
+#pragma unroll 1
+  for (int j = n - 1; j >= 0; j--) {
+    // lane j's U_j = Y is final: d, su and what its parent gets, G = Ia c + U su
+    bool ok = d > 0;
+    double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
+    for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
+    if (lane == j) {
+      for (int k = 0; k < 6; k++) w[k] = Y[k] * inv;
+      su = sj;
+      if (!ok) *bad = true;
+    }
+    if (j == 0) break;
+    double U[6], Gj[6];
+    for (int k = 0; k < 6; k++) U[k] = cfd_wl_get<W>(Y[k], j), Gj[k] = cfd_wl_get<W>(G[k], j);
+    double ij = cfd_wl_get<W>(inv, j);
+    if (lane < j) {  // IA_i -= U U^T / d_j, pA_i += G_j
+      double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, c) * ij;
+      for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
+      d -= a * US;
+      yc -= b * US;
+      u -= cfd_dot6(Gj, S);
     }
   }
-  __syncwarp();
-  for (int i = lane; i < n; i += CFD_LANES) {  // world screws times qd (into V for now)
-    double Sw[6];
-    cfd_abw_screw(c.screw + 6 * i, jf, L.R + 9 * i, L.p + 3 * i, Sw);
-    for (int k = 0; k < 6; k++) L.S[6 * i + k] = Sw[k], L.V[6 * i + k] = Sw[k] * qd[i];
+  // out: qa_i = su_i - w_i.(a_0 + sum_{k<=i} c_k) - sum_{k<i} (w_i.S_k) qa_k, with a_0 = -gravity
+  cfd_wl_prefix_sum<W, 6>(lane, c);
+  double a0c[6] = {c[0], c[1], c[2], c[3] - gravity[0], c[4] - gravity[1], c[5] - gravity[2]};
+  double qa = su - cfd_dot6(w, a0c), wS[W];
+#pragma unroll
+  for (int k = 0; k < W; k++) {  // off the critical path: every w_i.S_k
+    double Sk[6];
+    for (int e = 0; e < 6; e++) Sk[e] = cfd_wl_get<W>(S[e], k);
+    wS[k] = cfd_dot6(w, Sk);
   }
-  __syncwarp();
-  if (lane == 0)  // velocities: V_i = V_{i-1} + S_i qd_i
-    for (int i = 1; i < n; i++)
-      for (int k = 0; k < 6; k++) L.V[6 * i + k] += L.V[6 * (i - 1) + k];
-  __syncwarp();
-  // per link: c_i = V_i x S_i qd_i, the rigid inertia in the world (as its six rows, so that the
-  // backward sweep's lanes read theirs without branching) and the bias force
-  for (int i = lane; i < n; i += CFD_LANES) {
-    double Sqd[6], J10[10];
-    for (int k = 0; k < 6; k++) Sqd[k] = L.S[6 * i + k] * qd[i];
-    cfd_ad(L.V + 6 * i, Sqd, L.c + 6 * i);
-    cfd_abw_rigid(c.inertia + 36 * i, L.R + 9 * i, L.p + 3 * i, J10);
-    cfd_abw_bias(J10, L.V + 6 * i, L.bias + 6 * i);
-    for (int r = 0; r < 6; r++) cfd_wl_rigid_row(J10, r, L.J + 36 * i + 6 * r);
+#pragma unroll
+  for (int k = 0; k < W - 1; k++) {
+    if (k + 1 >= n) break;
+    double qk = cfd_wl_get<W>(qa, k);
+    if (lane > k) qa -= wS[k] * qk;
   }
-  __syncwarp();
-  // backward: lane r holds row r of IA (lanes 6, 7 shadow row 5), every lane all of pA
-  int r = lane < 6 ? lane : 5;
-  bool bad = false;
-  double row[6] = {0, 0, 0, 0, 0, 0}, pA[6] = {0, 0, 0, 0, 0, 0};
-  for (int i = n - 1; i >= 0; i--) {
-    const double *S = L.S + 6 * i, *jr = L.J + 36 * i + 6 * r;
-    double U[6], Ic[6];
-    for (int k = 0; k < 6; k++) row[k] += jr[k], pA[k] += L.bias[6 * i + k];
-    double Ur = cfd_lanes_dot6(row, S);
-    for (int k = 0; k < 6; k++) U[k] = cfd_lane_get(Ur, k);
-    double d = cfd_lanes_dot6(S, U) + c.armature[i] + (diag ? diag[i] : 0);
-    if (!(d > 0)) bad = true, d = 1;
-    double inv = 1 / d, su = (tau[i] - cfd_lanes_dot6(S, pA)) * inv, wr = Ur * inv;
-    L.w[6 * i + r] = wr;  // the shadows write row 5's again, the same value
-    if (lane == 0) L.ud[i] = su;
-    if (i == 0) break;
-    for (int k = 0; k < 6; k++) row[k] -= wr * U[k];
-    double Icr = cfd_lanes_dot6(row, L.c + 6 * i);
-    for (int k = 0; k < 6; k++) Ic[k] = cfd_lane_get(Icr, k);
-    for (int k = 0; k < 6; k++) pA[k] += Ic[k] + U[k] * su;
-  }
-  __syncwarp();
-  if (lane == 0) {  // accelerations
-    double a[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
-    for (int i = 0; i < n; i++) {
-      for (int k = 0; k < 6; k++) a[k] += L.c[6 * i + k];
-      double qa = L.ud[i] - cfd_lanes_dot6(L.w + 6 * i, a);
-      qacc[i] = qa;
-      for (int k = 0; k < 6; k++) a[k] += L.S[6 * i + k] * qa;
-    }
-  }
-  __syncwarp();
-  return bad;
+  return qa;
 }
 
 #endif  // CHAINFD_ABA_WORLD_LANES_CUH

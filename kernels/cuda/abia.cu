@@ -7,7 +7,7 @@
 // coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
 #include "aba_core.h"
 #include "aba_lanes.cuh"
-#include "aba_world_lanes.cuh"
+#include "aba_world.h"
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
@@ -116,7 +116,7 @@ abia_world_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
 template <bool LOCAL>
 static void launch_world(cfd_gpu* g, int blocks, int B, const double* q, const double* qd,
                          const double* tau, const double* extra, double* qacc, int* error) {
-  size_t shared = LOCAL ? sizeof(double) * CFD_WL_MODEL_DOUBLES(g->n) : 0;
+  size_t shared = LOCAL ? sizeof(double) * CFD_MODEL_SHARED_DOUBLES(g->n) : 0;
   if (g->chain_jf.home_R)
     abia_world_kernel<LOCAL, true><<<blocks, ABIA_THREADS, shared, g->stream>>>(
         g->chain_jf, B, q, qd, tau, extra, qacc, g->work, error);

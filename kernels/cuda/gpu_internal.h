@@ -86,4 +86,21 @@ static inline int cfd_pow2_threads(int n, int maxt) {
   return t;
 }
 
+#ifdef __CUDACC__
+// The model's arrays copied into shared memory (model: CFD_MODEL_SHARED_DOUBLES(n)) by the block's
+// threads; c's pointers then point there. The caller synchronises the block after.
+#define CFD_MODEL_SHARED_DOUBLES(n) ((size_t)55 * (n))  // home_R, home_p, screw, inertia, armature
+__device__ __forceinline__ void cfd_model_to_shared(cfd_chain& c, double* model) {
+  const double* from[5] = {c.home_R, c.home_p, c.screw, c.inertia, c.armature};
+  double** to[5] = {&c.home_R, &c.home_p, &c.screw, &c.inertia, &c.armature};
+  const int width[5] = {9, 3, 6, 36, 1};
+  double* m = model;
+  for (int k = 0; k < 5; k++) {
+    for (int j = threadIdx.x; j < width[k] * c.n; j += blockDim.x) m[j] = from[k][j];
+    *to[k] = m;
+    m += width[k] * c.n;
+  }
+}
+#endif
+
 #endif  // CHAINFD_GPU_INTERNAL_H

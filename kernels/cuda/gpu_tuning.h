@@ -19,12 +19,11 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // 4 a group of 8 lanes per instance; 5 world coordinates, local scratch (up to 32 links, else 6);
 // 6 world coordinates, global scratch.
 extern int cfd_gpu_abia_variant;
-// Rollouts in batches up to 8192 (chains up to 16 links, state in shared memory) or 4096 (longer
-// chains, state in global memory): a group of lanes per instance (1, the default) or one thread
-// per instance (0).
+// Rollouts by a group of lanes per instance (1, the default: chains up to 32 links at any batch,
+// longer ones in batches up to 4096) or one thread per instance (0).
 extern int cfd_gpu_rollout_lanes;
-// Rollouts by lanes on chains up to 16 links: the ABA in world coordinates (1, the default:
-// aba_world_lanes.cuh) or in link frames (0: aba_lanes.cuh).
+// Rollouts by lanes on chains up to 32 links: the ABA in world coordinates, a link per lane (1, the
+// default: aba_world_lanes.cuh) or in link frames, up to 16 links and B = 8192 (0: aba_lanes.cuh).
 extern int cfd_gpu_rollout_world;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).

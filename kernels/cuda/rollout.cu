@@ -1,8 +1,12 @@
 // Rollouts on the GPU: all H steps in one launch, controls in, states out, nothing else crossing to
-// the host; model and step parameters are device copies made once. Up to a few thousand instances
-// a group of lanes runs each (aba_world_lanes.cuh for chains up to 16 links, aba_lanes.cuh for
-// longer ones); beyond, one thread per instance runs the steps of rollout_step.h (the CPU rollout's
-// code) with its state interleaved with its neighbours'.
+// the host; model and step parameters are device copies made once. Chains up to 32 links: a group
+// of lanes per instance, one link per lane, in world coordinates (aba_world_lanes.cuh), at every
+// batch size (arm7 on the H100, H = 128: 8.2e8 env-steps/s at B = 4096, 8.7e8 at 65536, against
+// 5.0e8 and 6.8e8 for a thread per instance, h100_rollout.txt). Longer chains: up to a few thousand
+// instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
+// instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
+// with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
+// joint frames, and the knobs in gpu_tuning.h.)
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,8 +104,8 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     for (int i = 0; i < n; i++) o[i] = qpos[i], o[n + i] = qvel[i];
 }
 
-// Small chains, one instance per group of 8 lanes (aba_lanes.cuh): a thread per instance leaves
-// the GPU idle at the batch sizes MPC uses (B = 4096 is 128 warps for 528 schedulers) and
+// Chains in link frames, one instance per group of 8 lanes (aba_lanes.cuh): a thread per instance
+// leaves the GPU idle at the batch sizes MPC uses (B = 4096 is 128 warps for 528 schedulers) and
 // serialises every step on one thread's latency. Besides the sweeps of aba_lanes.cuh, lanes take
 // links in turn for the passive forces and the integration, and actuators in turn where each
 // drives its own joint. Per-instance state lives in shared memory up to 16 links, in global
@@ -197,59 +201,71 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   if (active && bad && lane == 0) atomicExch(error, CFD_ERR_SINGULAR);
 }
 
-// Short chains, one instance per group of 8 lanes, with the ABA in world coordinates
-// (aba_world_lanes.cuh): per link four dots, twelve shuffles and a division on the backward
-// sweep's path instead of a 6x6 congruence. The model (in joint frames: every MuJoCo chain has
-// them) and each instance's state in shared memory. On the H100, arm7, B = 4096, H = 128: 5.0e8
-// env-steps per second against 3.6e8 for the lanes in link frames (h100_rollout.txt). Both are
-// bound by one step's latency: 6 us at B = 1 (ncu, 4-lane version: 4,200 instructions a step, half
-// of them the backward sweep's and the poses' serial chains).
-#define WL_PER_LINK (CFD_WL_LINK_DOUBLES + 6)  // then q, tau, diag, qacc, qpos, qvel
+// Short chains (n <= 32), one instance per group of W lanes (the power of two >= n, at least 4),
+// one link per lane, with the ABA in world coordinates (aba_world_lanes.cuh): each lane keeps its
+// link's constants, state and sweeps in registers, so a step touches memory only for the controls
+// and the trajectory. Lanes past the chain carry massless links.
+#define WL_BLOCK 64
+#define WL_MAX_N 32
 
-static __host__ __device__ size_t wl_instance_doubles(int n) { return (size_t)WL_PER_LINK * n; }
-
-#define WL_BLOCK 32  // a warp, so that the model copy per block stays small
-
-static size_t wl_block_doubles(int n) {
-  return CFD_WL_MODEL_DOUBLES(n) + (size_t)(WL_BLOCK / LANES) * wl_instance_doubles(n);
-}
-
+template <int W>
 __global__ void __launch_bounds__(WL_BLOCK)
 rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                            const double* __restrict__ init, int shared_init,
                            const double* __restrict__ ctrl, double* __restrict__ out,
-                           int final_only, int distinct, int* error) {
-  extern __shared__ double sh[];
-  int n = p.n, lane = threadIdx.x % LANES;
-  cfd_model_to_shared(c, sh);
-  __syncthreads();
-  long b = (long)blockIdx.x * (WL_BLOCK / LANES) + threadIdx.x / LANES;
-  bool active = b < B;  // idle groups run along on instance B - 1's inputs, in their own slot:
-  if (!active) b = B - 1;  // the shuffles need every lane of the warp
-  double* s = sh + CFD_WL_MODEL_DOUBLES(n) + wl_instance_doubles(n) * (threadIdx.x / LANES);
-  cfd_wl_links L = cfd_wl_links_at(s, n);
-  double* q = s + CFD_WL_LINK_DOUBLES * n;
-  double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
+                           int final_only, int* error) {
+  int n = p.n, lane = threadIdx.x % W;
+  long b = ((long)blockIdx.x * WL_BLOCK + threadIdx.x) / W;
+  bool active = b < B;     // idle groups run along on instance B - 1's inputs (the shuffles need
+  if (!active) b = B - 1;  // every lane of the warp) and write nothing
+  bool link = lane < n;
+  int i = link ? lane : 0;
+  const cfd_wl_link L = cfd_wl_link_of(c, lane);
+  int first = p.nu, last = -1;  // the actuators on this lane's dof
+  for (int a = 0; a < p.nu; a++)
+    if (link && p.act_dof[a] == lane) first = min(first, a), last = a;
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
-  lanes_start(n, lane, x0, qpos, qvel, o, active && !final_only);
+  double x = link ? x0[i] : 0, v = link ? x0[n + i] : 0;  // qpos, qvel of the lane's dof
+  if (active && link && !final_only) o[i] = x, o[n + i] = v;
   double h = p.h;
   bool bad = false;
-  __syncwarp();
   for (int t = 0; t < H; t++) {
-    for (int i = lane; i < n; i += LANES)  // passive forces
-      cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
-    __syncwarp();
-    lanes_actuators(p, lane, distinct, ctrl + ((size_t)b * H + t) * p.nu, qpos, qvel, tau, diag);
-    __syncwarp();
-    bad |= cfd_wl_fd(c, 1, lane, q, qvel, tau, diag, qacc, L);
-    lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
-                    active && (!final_only || t == H - 1));
-    __syncwarp();
+    double q = 0, tau = 0, diag = 0;
+    if (link) cfd_rollout_passive(&p, i, x, v, &q, &tau, &diag);
+    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int a = first; a <= last; a++)  // in the CPU's order where several share the dof
+      if (p.act_dof[a] == lane) cfd_rollout_actuator_dof(&p, a, u_t[a], x, v, &tau, &diag);
+    double qa = cfd_wl_qacc<W>(L, n, lane, c.gravity, q, v, tau, diag, &bad);
+    if (link) {  // semi-implicit Euler, as cfd_rollout_step
+      v += h * qa;
+      x += h * v;
+      if (active && (!final_only || t == H - 1)) {
+        double* ot = o + (size_t)(final_only ? 0 : t + 1) * 2 * n;
+        ot[i] = x, ot[n + i] = v;
+      }
+    }
   }
-  if (active && final_only && H == 0)
-    for (int i = lane; i < n; i += LANES) o[i] = qpos[i], o[n + i] = qvel[i];
-  if (active && bad && lane == 0) atomicExch(error, CFD_ERR_SINGULAR);
+  if (active && link && final_only && H == 0) o[i] = x, o[n + i] = v;
+  if (active && bad) atomicExch(error, CFD_ERR_SINGULAR);
+}
+
+// Launches the world lanes kernel with the narrowest group that holds the chain (the caller checks
+// the launch).
+static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const double* init,
+                                      int shared_init, const double* ctrl, double* out,
+                                      int final_only) {
+  int n = r->n, W = n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32;
+  long threads = (long)B * W;
+  unsigned blocks = (unsigned)((threads + WL_BLOCK - 1) / WL_BLOCK);
+#define WL_LAUNCH(w)                                                                               \
+  rollout_world_lanes_kernel<w><<<blocks, WL_BLOCK, 0, r->stream>>>(                              \
+      r->chain_jf, r->params, B, H, init, shared_init, ctrl, out, final_only, r->error)
+  if (W == 4) WL_LAUNCH(4);
+  else if (W == 8) WL_LAUNCH(8);
+  else if (W == 16) WL_LAUNCH(16);
+  else WL_LAUNCH(32);
+#undef WL_LAUNCH
 }
 
 static int fail(char* err, int size, const char* what, cudaError_t e) {
@@ -380,7 +396,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   size_t init_n = (size_t)(shared_init ? 1 : B) * 2 * n;
   size_t ctrl_n = (size_t)B * H * r->nu;
   size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
-  if (n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch (long chains), reused
+  bool world = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n <= WL_MAX_N && r->chain_jf.home_R;
+  if (!world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
@@ -416,16 +433,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
   int groups = LANES_BLOCK / LANES, small = n <= ROLLOUT_LOCAL_MAX_N;
-  if (cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && small && B <= LANES_MAX_B &&
-      r->chain_jf.home_R) {
-    size_t shared = sizeof(double) * wl_block_doubles(n);
-    int groups_wl = WL_BLOCK / LANES;
-    e = cudaFuncSetAttribute(rollout_world_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)shared);
-    if (e) return fail(err, err_size, "launching the rollout", e);
-    rollout_world_lanes_kernel<<<(B + groups_wl - 1) / groups_wl, WL_BLOCK, shared, r->stream>>>(
-        r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only,
-        r->distinct_dofs, r->error);
+  if (world) {
+    launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only);
   } else if (cfd_gpu_rollout_lanes && small && B <= LANES_MAX_B) {
     rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
                                   sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
