@@ -418,7 +418,8 @@ static void abia_variants(const char* arm, double budget) {
   // (kernel variant, lanes exchange through shared memory, name)
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
-      {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"}};
+      {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
+      {7, 1, "world lanes"}};
   int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};
@@ -430,7 +431,7 @@ static void abia_variants(const char* arm, double budget) {
     for (int B = n > 16 ? 256 : 1024; B <= 65536; B *= 4)
       for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++) {
         if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
-        if (n > 32 && kinds[v].v == 5) continue;
+        if (n > 32 && (kinds[v].v == 5 || kinds[v].v == 7)) continue;
         cfd_gpu_abia_variant = kinds[v].v;
         cfd_gpu_lanes_xch = kinds[v].xch;
         gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);

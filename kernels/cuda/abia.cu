@@ -4,10 +4,12 @@
 // between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared
 // by every thread (read-only, broadcast from cache); each instance's per-link scratch is
 // interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses
-// coalesce. Batches up to a few thousand: a group of 8 lanes per instance (below).
+// coalesce. Batches up to a few thousand: a group of lanes per instance (below): in world
+// coordinates, a link per lane, for chains up to 32 links; 8 lanes in link frames for longer ones.
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
+#include "aba_world_lanes.cuh"
 #include "gpu_internal.h"
 
 #define ABIA_THREADS 128
@@ -125,6 +127,47 @@ static void launch_world(cfd_gpu* g, int blocks, int B, const double* q, const d
         g->chain, B, q, qd, tau, extra, qacc, g->work, error);
 }
 
+// Short chains in batches up to a few thousand: the world-coordinate ABA by a group of W lanes per
+// instance, a link per lane, all in registers (aba_world_lanes.cuh; the rollouts' kernel). On the
+// H100 (bench --only abia, h100_abia_variants.txt), per call: arm7 B = 4096 20.5 us against 31.3
+// for world local; 16 links B = 4096 30.2 against 63.3. At B = 16384 it ties on arm7 (36.8 against
+// 38.3) and loses on 16 links (71.5 against 55.0): past 8192 a thread per instance fills the GPU.
+#define ABIA_WL_BLOCK 64
+#define ABIA_WL_MAX_B 8192
+
+template <int W>
+__global__ void __launch_bounds__(ABIA_WL_BLOCK)
+abia_world_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q,
+                        const double* __restrict__ qd, const double* __restrict__ tau,
+                        const double* __restrict__ extra, double* __restrict__ qacc, int* error) {
+  int n = c.n, lane = threadIdx.x % W;
+  long b = ((long)blockIdx.x * ABIA_WL_BLOCK + threadIdx.x) / W;
+  bool active = b < B;     // idle groups run along on instance B - 1's inputs (the shuffles need
+  if (!active) b = B - 1;  // every lane of the warp) and write nothing
+  bool link = lane < n;
+  long o = b * n + (link ? lane : 0);
+  const cfd_wl_link L = cfd_wl_link_of(c, lane);
+  bool bad = false;
+  double qa = cfd_wl_qacc<W>(L, n, lane, c.gravity, link ? q[o] : 0, link ? qd[o] : 0,
+                             link ? tau[o] : 0, link && extra ? extra[o] : 0, &bad);
+  if (active && link) qacc[o] = qa;
+  if (active && bad) atomicExch(error, CFD_ERR_SINGULAR);
+}
+
+static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double* qd,
+                               const double* tau, const double* extra, double* qacc, int* error) {
+  int n = g->n, W = n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32;
+  unsigned blocks = (unsigned)(((long)B * W + ABIA_WL_BLOCK - 1) / ABIA_WL_BLOCK);
+#define WL_LAUNCH(w)                                                                               \
+  abia_world_lanes_kernel<w><<<blocks, ABIA_WL_BLOCK, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, \
+                                                                     extra, qacc, error)
+  if (W == 4) WL_LAUNCH(4);
+  else if (W == 8) WL_LAUNCH(8);
+  else if (W == 16) WL_LAUNCH(16);
+  else WL_LAUNCH(32);
+#undef WL_LAUNCH
+}
+
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 6
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -134,12 +177,16 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   // beyond the lanes' batches: world coordinates for short chains (arm7, B = 65536: 58 us a call
   // against 111 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
   // rounding in world coordinates grows with their extent (aba_world.h)
+  int jf_short = g->n <= ABIA_WORLD_MAX_N && g->chain_jf.home_R;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
+                : jf_short && B <= ABIA_WL_MAX_B ? 7
                 : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
   if (g->n > ABIA_LOCAL_MAX_N && (variant == 2 || variant == 3)) variant = 1;
   if (g->n > ABIA_WORLD_MAX_N && variant == 5) variant = 6;
-  if (variant == 5) launch_world<true>(g, blocks, B, q, qd, tau, extra, qacc, error);
+  if (variant == 7 && !jf_short) variant = 4;
+  if (variant == 7) launch_world_lanes(g, B, q, qd, tau, extra, qacc, error);
+  else if (variant == 5) launch_world<true>(g, blocks, B, q, qd, tau, extra, qacc, error);
   else if (variant == 6) launch_world<false>(g, blocks, B, q, qd, tau, extra, qacc, error);
   else if (variant == 4) {
     int groups = ABIA_LANES_BLOCK / CFD_LANES;
