@@ -93,10 +93,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   cfd_gpu_fd_cancel(g);
   cudaSetDevice(g->device);
   free_batch_buffers(g);
-  cudaFree(g->chain.home_R); cudaFree(g->chain.home_p); cudaFree(g->chain.screw);
-  cudaFree(g->chain.inertia); cudaFree(g->chain.armature);
-  cudaFree(g->chain_jf.home_R); cudaFree(g->chain_jf.home_p); cudaFree(g->chain_jf.screw);
-  cudaFree(g->chain_jf.inertia);
+  cfd_gpu_chain_free(&g->chain, &g->chain_jf);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
   cudaFree(g->chain_f32);
   cudaFreeHost(g->status);
@@ -112,6 +109,37 @@ static cudaError_t upload(double** dst, const double* src, size_t count) {
   cudaError_t e = cudaMalloc(dst, sizeof(double) * (count ? count : 1));
   if (e == cudaSuccess && count) e = cudaMemcpy(*dst, src, sizeof(double) * count, cudaMemcpyHostToDevice);
   return e;
+}
+
+cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain* dev,
+                                 cfd_chain* dev_jf) {
+  size_t n = (size_t)c->n;
+  *dev = *c;  // scalars; the arrays are replaced by device copies
+  dev->home_R = dev->home_p = dev->screw = dev->inertia = dev->armature = dev->qpos0 = NULL;
+  dev->body = dev->jnt = dev->dof = dev->qpos = NULL;
+  *dev_jf = *dev;
+  cudaError_t e = upload(&dev->home_R, c->home_R, 9 * n);
+  if (!e) e = upload(&dev->home_p, c->home_p, 3 * n);
+  if (!e) e = upload(&dev->screw, c->screw, 6 * n);
+  if (!e) e = upload(&dev->inertia, c->inertia, 36 * n);
+  if (!e) e = upload(&dev->armature, c->armature, n);
+  dev_jf->armature = dev->armature;  // the same in joint frames
+  cfd_chain jf;
+  if (!e && joint_frames && cfd_chain_in_joint_frames(c, &jf) == 0) {
+    e = upload(&dev_jf->home_R, jf.home_R, 9 * n);
+    if (!e) e = upload(&dev_jf->home_p, jf.home_p, 3 * n);
+    if (!e) e = upload(&dev_jf->screw, jf.screw, 6 * n);
+    if (!e) e = upload(&dev_jf->inertia, jf.inertia, 36 * n);
+    cfd_chain_free(&jf);
+  }
+  return e;
+}
+
+void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf) {
+  cudaFree(dev->home_R); cudaFree(dev->home_p); cudaFree(dev->screw); cudaFree(dev->inertia);
+  cudaFree(dev->armature);
+  cudaFree(dev_jf->home_R); cudaFree(dev_jf->home_p); cudaFree(dev_jf->screw);
+  cudaFree(dev_jf->inertia);
 }
 
 int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
@@ -168,31 +196,13 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   if (!e) e = cudaEventCreate(&g->stop);
   if (!e) e = cudaEventCreateWithFlags(&g->copied, cudaEventDisableTiming);
   if (!e) e = cudaMallocHost((void**)&g->status, sizeof(int));
-  g->chain = *c;  // scalars; the arrays are replaced by device copies
-  g->chain.home_R = g->chain.home_p = g->chain.screw = g->chain.inertia = g->chain.armature = NULL;
-  g->chain.qpos0 = NULL;
-  g->chain.body = g->chain.jnt = g->chain.dof = g->chain.qpos = NULL;
-  if (!e) e = upload(&g->chain.home_R, c->home_R, 9 * (size_t)n);
-  if (!e) e = upload(&g->chain.home_p, c->home_p, 3 * (size_t)n);
-  if (!e) e = upload(&g->chain.screw, c->screw, 6 * (size_t)n);
-  if (!e) e = upload(&g->chain.inertia, c->inertia, 36 * (size_t)n);
-  if (!e) e = upload(&g->chain.armature, c->armature, (size_t)n);
+  if (!e) e = cfd_gpu_chain_upload(c, alg == CFD_GPU_ABIA, &g->chain, &g->chain_jf);
   if (!e && alg == CFD_GPU_CFA) {
     e = upload(&g->jinv, jinv, 36 * (size_t)n);
     if (!e) e = upload(&g->basis, basis, 36 * (size_t)n);
     if (!e) e = upload(&g->sigma, sigma, (size_t)n);
   }
   free(jinv); free(basis); free(sigma);
-  g->chain_jf = g->chain;  // the armature is the same array
-  g->chain_jf.home_R = g->chain_jf.home_p = g->chain_jf.screw = g->chain_jf.inertia = NULL;
-  cfd_chain jf;
-  if (!e && alg == CFD_GPU_ABIA && cfd_chain_in_joint_frames(c, &jf) == 0) {
-    e = upload(&g->chain_jf.home_R, jf.home_R, 9 * (size_t)n);
-    if (!e) e = upload(&g->chain_jf.home_p, jf.home_p, 3 * (size_t)n);
-    if (!e) e = upload(&g->chain_jf.screw, jf.screw, 6 * (size_t)n);
-    if (!e) e = upload(&g->chain_jf.inertia, jf.inertia, 36 * (size_t)n);
-    cfd_chain_free(&jf);
-  }
   if (!e && alg == CFD_GPU_ABIA_F32) {  // R 9n, p 3n, S 6n, J 36n, armature n
     size_t count = (size_t)55 * n;
     float* f = (float*)malloc(sizeof(float) * count);

@@ -86,6 +86,14 @@ static inline int cfd_pow2_threads(int n, int maxt) {
   return t;
 }
 
+// The chain's model on the device: dev gets c's scalars and device copies of its arrays; dev_jf the
+// same in joint frames (cfd_chain_in_joint_frames) when asked, sharing the armature, its home_R
+// NULL where there are none (a screw with pitch). Free with cfd_gpu_chain_free (also after a
+// failure part way).
+cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain* dev,
+                                 cfd_chain* dev_jf);
+void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf);
+
 #ifdef __CUDACC__
 // The model's arrays copied into shared memory (model: CFD_MODEL_SHARED_DOUBLES(n)) by the block's
 // threads; c's pointers then point there. The caller synchronises the block after.

@@ -277,10 +277,8 @@ static int fail(char* err, int size, const char* what, cudaError_t e) {
 void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   if (!r) return;
   cudaSetDevice(r->device);
-  cudaFree(r->chain.home_R); cudaFree(r->chain.home_p); cudaFree(r->chain.screw);
-  cudaFree(r->chain.inertia); cudaFree(r->chain.armature); cudaFree(r->param_block);
-  cudaFree(r->chain_jf.home_R); cudaFree(r->chain_jf.home_p); cudaFree(r->chain_jf.screw);
-  cudaFree(r->chain_jf.inertia);
+  cfd_gpu_chain_free(&r->chain, &r->chain_jf);
+  cudaFree(r->param_block);
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->error);
   if (r->start) cudaEventDestroy(r->start);
   if (r->stop) cudaEventDestroy(r->stop);
@@ -313,10 +311,6 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   r->device = device;
   r->n = n;
   r->nu = nu;
-  r->chain = *c;
-  r->chain.home_R = r->chain.home_p = r->chain.screw = r->chain.inertia = r->chain.armature = NULL;
-  r->chain.qpos0 = NULL;
-  r->chain.body = r->chain.jnt = r->chain.dof = r->chain.qpos = NULL;
   r->params = *p;
   r->distinct_dofs = 1;
   for (int a = 0; a < nu; a++)
@@ -325,29 +319,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   if (!e) e = cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking);
   if (!e) e = cudaEventCreate(&r->start);
   if (!e) e = cudaEventCreate(&r->stop);
-  if (!e) e = cudaMalloc(&r->chain.home_R, sizeof(double) * 9 * n);
-  if (!e) e = cudaMalloc(&r->chain.home_p, sizeof(double) * 3 * n);
-  if (!e) e = cudaMalloc(&r->chain.screw, sizeof(double) * 6 * n);
-  if (!e) e = cudaMalloc(&r->chain.inertia, sizeof(double) * 36 * n);
-  if (!e) e = cudaMalloc(&r->chain.armature, sizeof(double) * n);
-  if (!e) e = copy_up(r->chain.home_R, c->home_R, sizeof(double) * 9 * n);
-  if (!e) e = copy_up(r->chain.home_p, c->home_p, sizeof(double) * 3 * n);
-  if (!e) e = copy_up(r->chain.screw, c->screw, sizeof(double) * 6 * n);
-  if (!e) e = copy_up(r->chain.inertia, c->inertia, sizeof(double) * 36 * n);
-  if (!e) e = copy_up(r->chain.armature, c->armature, sizeof(double) * n);
-  r->chain_jf = r->chain;  // the armature is the same array
-  r->chain_jf.home_R = r->chain_jf.home_p = r->chain_jf.screw = r->chain_jf.inertia = NULL;
-  cfd_chain jf;
-  if (!e && cfd_chain_in_joint_frames(c, &jf) == 0) {
-    const double* from[4] = {jf.home_R, jf.home_p, jf.screw, jf.inertia};
-    double** to[4] = {&r->chain_jf.home_R, &r->chain_jf.home_p, &r->chain_jf.screw, &r->chain_jf.inertia};
-    const int width[4] = {9, 3, 6, 36};
-    for (int k = 0; k < 4 && !e; k++) {
-      e = cudaMalloc(to[k], sizeof(double) * width[k] * n);
-      if (!e) e = copy_up(*to[k], from[k], sizeof(double) * width[k] * n);
-    }
-    cfd_chain_free(&jf);
-  }
+  if (!e) e = cfd_gpu_chain_upload(c, 1, &r->chain, &r->chain_jf);
   // the step parameters in one block: the double arrays in turn, then the int dof map
   struct {
     const double** dst;
