@@ -670,6 +670,11 @@ int main(int argc, char** argv) {
   }
   if (!only || !strcmp(only, "rollout")) {
     rollouts(arm, "the 7-dof arm", maxB, cores, budget);
+    // the world lanes' widest groups: 16 of 16 lanes busy, 24 of 32
+    rollouts("chain:16,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 16-link chain",
+             maxB, cores, budget);
+    rollouts("chain:24,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 24-link chain",
+             maxB, cores, budget);
     rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
              maxB, cores, budget);
   }

@@ -55,8 +55,8 @@ CFD_HD void cfd_abw_mul(const cfd_abw_inertia* I, const double x[6], double y[6]
 // The first link's home translation is left out: the whole chain moves so that its base sits at the
 // world origin, which changes no qacc (gravity is uniform) but keeps the origin, the sweeps'
 // reference point, near the links (a base 100 m away cost 1.8e-9 relative, 2e-14 at the origin).
-// The jf case alone, from the link's home pose (H, h): H Rz(q) (columns c H0 + s H1, c H1 - s H0,
-// H2) for a hinge, H Tz(q) for a slide (slide != 0).
+// First the jf case alone, from the link's home pose (H, h): H Rz(q) (columns c H0 + s H1,
+// c H1 - s H0, H2) for a hinge, H Tz(q) for a slide (slide != 0).
 CFD_HD void cfd_abw_local_jf(const double H[9], const double h[3], int slide, double q, double s,
                              double co, double R[9], double p[3]) {
   if (!slide) {
@@ -74,6 +74,7 @@ CFD_HD void cfd_abw_local_jf(const double H[9], const double h[3], int slide, do
   }
 }
 
+// Then any link i (h: link 0's translation dropped as above)
 CFD_HD void cfd_abw_local(const cfd_chain* c, int jf, int i, double q, double s, double co,
                           double R[9], double p[3]) {
   const double *H = c->home_R + 9 * i, *hp = c->home_p + 3 * i;

@@ -14,6 +14,8 @@
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's
 // timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.
 // A rollout (like a chainfd_fd or cfd_gpu handle) serves one thread at a time.
+// chainfd_rollout_run returns 0, or 1 with the reason in err (e.g. a singular joint-space system:
+// no positive articulated inertia at some joint); after an error out's contents are unspecified.
 #ifndef CHAINFD_ROLLOUT_H
 #define CHAINFD_ROLLOUT_H
 

@@ -149,13 +149,14 @@ static void test_abia_variants(int quick) {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
       {7, 1, "world lanes"}};
-  // world lanes: groups of 8 (arm7), 4 (2 links) and 32 (24 links, slides among them); past 32
-  // links the choice falls back to lanes in link frames
+  // world lanes: groups of 8 (arm7), 4 (2 links), 16 (12 links) and 32 (24 links), slides among
+  // them; past 32 links the choice falls back to lanes in link frames
   const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml", CHAINFD_SCENES_DIR "/double_pendulum.xml",
+                          "chain:12,random=1,seed=44,slide=0.3,armature=0.02",
                           "chain:24,random=1,seed=43,slide=0.3,armature=0.02",
                           "chain:33,random=1,seed=41,armature=0.02",
                           "chain:200,random=1,seed=42,slide=0.2"};
-  for (int k = 0; k < 5; k++) {
+  for (int k = 0; k < 6; k++) {
     char err[1024];
     mjModel* m = cfd_load_model(models[k], err, sizeof err);
     EXPECT(m != NULL, "%s: %s", models[k], err);

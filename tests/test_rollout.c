@@ -133,15 +133,15 @@ int main(int argc, char** argv) {
     cfd_gpu_rollout_lanes = 1;
     cfd_gpu_rollout_world = 1;
     cfd_gpu_lanes_xch = 1;
-    // the world lanes' group widths: 4 (2 links), 8 (arm7, above), 16 (above), 32 (20 links, and
-    // 32: every lane a link); B past the lanes' default range
+    // the world lanes' group widths: 4 (2 links), 8 (arm7, above), 16 (above), 32 (20 links with
+    // slides, and 32: every lane a link); a batch of 20000
     gpu_against_cpu(CHAINFD_SCENES_DIR "/double_pendulum.xml", mjINT_EULER, 9, 50, 0);
-    gpu_against_cpu("chain:20,random=1,seed=6,damping=0.2,armature=0.02,stiffness=0.5,actuators=1",
+    gpu_against_cpu("chain:20,random=1,seed=6,slide=0.3,damping=0.2,armature=0.02,stiffness=0.5,actuators=1",
                     mjINT_IMPLICITFAST, 13, 40, 0);
     gpu_against_cpu("chain:32,random=1,seed=7,damping=0.1,armature=0.02,actuators=1", mjINT_EULER,
                     6, 40, 0);
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 20000, 8, 0);
-    // two actuators on one joint: lane 0 sums them in the CPU's order
+    // two actuators on one joint: the dof's lane sums them in the CPU's order
     gpu_against_cpu(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST,
                     21, 60, 0);
     // the batch split across every visible device (one here, or several on a multi-GPU host)

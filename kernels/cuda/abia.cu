@@ -1,5 +1,6 @@
-// ABIA on the GPU for many instances. Large batches (B > 4096): one thread per instance. Chains up
-// to 32 links take the ABA in world coordinates (aba_world.h, below); longer ones the structured
+// ABIA on the GPU for many instances. Large batches (past 8192 for chains up to 32 links in joint
+// frames, past 4096 for the others): one thread per instance. Chains up to 32 links take the ABA
+// in world coordinates (aba_world.h, below); longer ones the structured
 // articulated-body sweeps of aba_core.h in its lean mode: a thread keeps 14 numbers per link
 // between sweeps and recomputes the rest, since that scratch is DRAM traffic. The model is shared
 // by every thread (read-only, broadcast from cache); each instance's per-link scratch is
@@ -34,10 +35,10 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
 // Short chains in batches of a few thousand: the scratch in local memory instead (a per-thread
 // array the hardware interleaves and caches in L1), in full (not lean) mode, so that each link's
 // pose is computed once instead of three times. On the H100 (bench --only abia,
-// h100_abia_variants.txt): arm7 B = 4096 8.4e7 FD/s against 7.3e7 global lean (the lanes kernel
-// below: about the same, and chosen there); from B = 16384 on, where L1 no longer holds every
-// thread's scratch, global lean wins (5.8e8 against 4.0e8 at 65536). Full mode with global scratch (measured once, in
-// that file's first version) never won, 200 links included.
+// h100_abia_variants.txt): arm7 B = 4096 1.06e8 FD/s against 8.3e7 global lean (the lanes
+// kernels below are faster there); at B = 65536, where L1 no longer holds every thread's scratch,
+// global lean wins (6.1e8 against 4.1e8). Full mode with global scratch (measured once, in that
+// file's first version) never won, 200 links included.
 #define ABIA_LOCAL_MAX_N 16
 
 template <int LEAN>
@@ -58,8 +59,9 @@ abia_local_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
 // 1024: 32 warps for 528 schedulers, each walking 200 links on one thread's latency): a group of
 // 8 lanes per instance (aba_lanes.cuh), the per-link arrays in global memory (instance-major, so
 // that a group's accesses stay together). On the H100 (bench --only abia, h100_abia_variants.txt):
-// 200 links, B = 1024: 702 us against 999 us (global lean); short chains gain too (arm7, B = 1024:
-// 39 against 47 us, local full). Up to B = 4096; from 16384 on a thread per instance fills the GPU and wins.
+// 200 links, B = 1024: 692 us against 1015 us (global lean); short chains gain too (arm7, B = 1024:
+// 31.9 against 38.5 us, local full; the world lanes below: 22.1). Up to B = 4096; from 16384 on a
+// thread per instance fills the GPU and wins.
 #define ABIA_LANES_BLOCK 64
 #define ABIA_LANES_MAX_B 4096
 
@@ -168,14 +170,14 @@ static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double*
 #undef WL_LAUNCH
 }
 
-int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 6
+int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 7
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
   int* error = g->info + g->capacity;
   // beyond the lanes' batches: world coordinates for short chains (arm7, B = 65536: 58 us a call
-  // against 111 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
+  // against 107 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
   // rounding in world coordinates grows with their extent (aba_world.h)
   int jf_short = g->n <= ABIA_WORLD_MAX_N && g->chain_jf.home_R;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant

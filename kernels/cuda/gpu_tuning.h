@@ -24,7 +24,8 @@ extern int cfd_gpu_abia_variant;
 // longer ones in batches up to 4096) or one thread per instance (0).
 extern int cfd_gpu_rollout_lanes;
 // Rollouts by lanes on chains up to 32 links: the ABA in world coordinates, a link per lane (1, the
-// default: aba_world_lanes.cuh) or in link frames, up to 16 links and B = 8192 (0: aba_lanes.cuh).
+// default: aba_world_lanes.cuh) or in link frames (0: aba_lanes.cuh, with the link-frame lanes'
+// own limits: state in shared memory up to 16 links and B = 8192, in global memory up to B = 4096).
 extern int cfd_gpu_rollout_world;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).

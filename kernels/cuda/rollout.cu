@@ -2,7 +2,7 @@
 // the host; model and step parameters are device copies made once. Chains up to 32 links: a group
 // of lanes per instance, one link per lane, in world coordinates (aba_world_lanes.cuh), at every
 // batch size (arm7 on the H100, H = 128: 8.2e8 env-steps/s at B = 4096, 8.7e8 at 65536, against
-// 5.0e8 and 6.8e8 for a thread per instance, h100_rollout.txt). Longer chains: up to a few thousand
+// 1.3e8 and 6.8e8 for a thread per instance, h100_rollout.txt). Longer chains: up to a few thousand
 // instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
 // instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
 // with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
@@ -114,8 +114,8 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 #define LANES_BLOCK 64
 // Past these batches a thread per instance already fills the GPU and wins (arm7 on the H100:
 // lanes 3.3e8 vs 1.4e8 env-steps/s at B = 4096, 3.9e8 vs 5.2e8 at B = 16384,
-// h100_rollout_lanes.txt; the 50-link chain, state in global memory, H = 128: 9.4e6 vs 3.4e6 at
-// B = 1024, 1.75e7 vs 1.24e7 at 4096, 2.2e7 vs 3.7e7 at 16384, h100_rollout.txt)
+// h100_rollout_lanes.txt; the 50-link chain, state in global memory, H = 128: 9.2e6 vs 3.4e6 at
+// B = 1024, 1.7e7 vs 1.2e7 at 4096, h100_rollout.txt; 2.2e7 vs 3.7e7 at 16384 in an earlier run)
 #define LANES_MAX_B 8192
 #define LANES_GLOBAL_MAX_B 4096
 // doubles per link: those of aba_lanes.cuh, then q, tau, diag, qacc, qpos, qvel
@@ -223,7 +223,10 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   const cfd_wl_link L = cfd_wl_link_of(c, lane);
   int first = p.nu, last = -1;  // the actuators on this lane's dof
   for (int a = 0; a < p.nu; a++)
-    if (link && p.act_dof[a] == lane) first = min(first, a), last = a;
+    if (link && p.act_dof[a] == lane) {
+      if (first == p.nu) first = a;
+      last = a;
+    }
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   double x = link ? x0[i] : 0, v = link ? x0[n + i] : 0;  // qpos, qvel of the lane's dof
@@ -253,8 +256,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 // Launches the world lanes kernel with the narrowest group that holds the chain (the caller checks
 // the launch).
 static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const double* init,
-                                      int shared_init, const double* ctrl, double* out,
-                                      int final_only) {
+                               int shared_init, const double* ctrl, double* out, int final_only) {
   int n = r->n, W = n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32;
   long threads = (long)B * W;
   unsigned blocks = (unsigned)((threads + WL_BLOCK - 1) / WL_BLOCK);
