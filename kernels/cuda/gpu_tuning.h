@@ -20,8 +20,9 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // 6 world coordinates, global scratch; 7 world coordinates, a group of lanes per instance, a link
 // per lane (chains up to 32 links in joint frames, else 4).
 extern int cfd_gpu_abia_variant;
-// Rollouts by a group of lanes per instance (1, the default: chains up to 32 links at any batch,
-// longer ones in batches up to 4096) or one thread per instance (0).
+// Rollouts by a group of lanes per instance (1, the default: chains up to 8 links at any batch, up
+// to 32 links while B x group width <= 2^18, longer ones in batches up to 4096) or one thread per
+// instance (0).
 extern int cfd_gpu_rollout_lanes;
 // Rollouts by lanes on chains up to 32 links: the ABA in world coordinates, a link per lane (1, the
 // default: aba_world_lanes.cuh) or in link frames (0: aba_lanes.cuh, with the link-frame lanes'

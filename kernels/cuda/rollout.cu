@@ -1,8 +1,7 @@
 // Rollouts on the GPU: all H steps in one launch, controls in, states out, nothing else crossing to
 // the host; model and step parameters are device copies made once. Chains up to 32 links: a group
-// of lanes per instance, one link per lane, in world coordinates (aba_world_lanes.cuh), at every
-// batch size (arm7 on the H100, H = 128: 8.2e8 env-steps/s at B = 4096, 8.7e8 at 65536, against
-// 1.3e8 and 6.8e8 for a thread per instance, h100_rollout.txt). Longer chains: up to a few thousand
+// of lanes per instance, one link per lane, in world coordinates (aba_world_lanes.cuh), up to the
+// batch where a thread per instance fills the GPU (below). Longer chains: up to a few thousand
 // instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
 // instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
 // with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
@@ -207,6 +206,15 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 // and the trajectory. Lanes past the chain carry massless links.
 #define WL_BLOCK 64
 #define WL_MAX_N 32
+// Groups of 16 and 32 lanes hold so many threads that from about 2^18 of them (B = 16384 and 8192)
+// a thread per instance fills the GPU as well and wins after (on the H100, H = 128, env-steps/s,
+// h100_rollout.txt: 16 links 2.4e8 against 1.7e8 at B = 16384, 2.5e8 against 3.0e8 at 65536;
+// 24 links 8.7e7 against 2.9e7 at 4096, 8.8e7 against 9.2e7 at 16384, 9.0e7 against 1.7e8 at
+// 65536). Groups of 4 and 8 win at every batch (arm7: 8.0e8 against 1.4e8 at 4096, 8.7e8
+// against 6.9e8 at 65536).
+#define WL_MAX_THREADS (1L << 18)
+
+static int world_lanes_width(int n) { return n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
 
 template <int W>
 __global__ void __launch_bounds__(WL_BLOCK)
@@ -257,7 +265,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 // the launch).
 static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const double* init,
                                int shared_init, const double* ctrl, double* out, int final_only) {
-  int n = r->n, W = n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32;
+  int n = r->n, W = world_lanes_width(n);
   long threads = (long)B * W;
   unsigned blocks = (unsigned)((threads + WL_BLOCK - 1) / WL_BLOCK);
 #define WL_LAUNCH(w)                                                                               \
@@ -370,7 +378,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   size_t init_n = (size_t)(shared_init ? 1 : B) * 2 * n;
   size_t ctrl_n = (size_t)B * H * r->nu;
   size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
-  bool world = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n <= WL_MAX_N && r->chain_jf.home_R;
+  int W = world_lanes_width(n);
+  bool world = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n <= WL_MAX_N &&
+               r->chain_jf.home_R && (W <= 8 || (long)B * W <= WL_MAX_THREADS);
   if (!world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
     cudaFree(r->work);
     r->work = NULL;
