@@ -86,8 +86,9 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
 // The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, on the
 // chain re-expressed in joint frames (each link's frame on its joint axis), with 4-wide vector
 // algebra (fast_cpu.c). cfd_fast_prepare writes that form of c into the head of work (once per
-// chain); cfd_fd_fast_prepared then solves from it, and cfd_fd_fast_cpu does both (for one-off
-// calls). A screw that is neither a pure rotation nor a pure translation (a pitch: MuJoCo's hinges
+// chain); cfd_fd_fast_prepared then solves from it (given the same pointer: the prepared form sits
+// at a 64-byte boundary inside work, so a copy of work elsewhere is not prepared), and
+// cfd_fd_fast_cpu does both (for one-off calls). A screw that is neither a pure rotation nor a pure translation (a pitch: MuJoCo's hinges
 // and slides never have one) has no such form: prepare returns 1 and the solves take aba_core.h's
 // sweeps in link frames instead, exact as well.
 size_t cfd_fast_work_size(int n);

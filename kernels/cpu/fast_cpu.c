@@ -8,15 +8,25 @@
 //    H'_i Tz(q), U_i = IA e is a column of IA, and c_i = ad_V(e qd) has four terms. (A screw with
 //    pitch has no such frame; the solves then take aba_core.h's sweeps in link frames.)
 //  - 4-wide vectors. The articulated inertia [[A, B], [B^T, C]] is kept as the rows of A, B, B^T
-//    and C, one vector each (the fourth lane zero); every product in the congruence X^T IA X is a
-//    vector multiply-add by a broadcast entry: about 150 vector operations per link where
-//    aba_core.h does some 450 scalar ones. Twists and wrenches are vectors too.
-//  - The rank-one update Ia = IA - U U^T / d is applied after the congruence, to U' = X^T U, so
-//    that the congruence (the backward sweep's critical path) need not wait for d's division.
+//    and C, one vector each (the fourth lane zero). The congruence X^T IA X is taken as
+//    X^T (X^T IA)^T (it is symmetric), so that every product is a left one, R M or p^ M: a vector
+//    multiply-add by an entry of R or p broadcast from memory (a load; broadcasts from registers
+//    would queue on the one shuffle port), with three 3x3 transposes between the two halves and
+//    one to get B^T from B (the upper right block of X^T IA is never needed): about 120 vector
+//    operations per link (93 of them multiply-adds) where aba_core.h does some 450 scalar ones.
+//    Twists and wrenches are vectors too.
+//  - Short chains from link to link. The rank-one update Ia = IA - U U^T / d is applied after
+//    the congruence, to U' = X^T U, and last, so that the division waits on nothing of the
+//    congruence and the congruence on nothing of the division. The accelerations take
+//    a_i = (X - e w^T) a_parent + c + e s (w = U'/d, s = (u - U.c)/d, kept by the sweep in): one
+//    matrix-vector product per link, qacc_i = s - w.a_parent beside it.
 //  - sin and cos of four links at once (sin_cos4), a tenth of libm's time per value.
+//  - The prepared chain and the scratch start on a 64-byte boundary in work and keep every vector
+//    32-byte aligned: no load or store splits a cache line.
 // GNU C vector extensions (GCC, Clang): AVX2 where the build targets it, plain code elsewhere.
 #define _GNU_SOURCE  // sincos (libm, for the lanes out of sin_cos4's range)
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "aba_core.h"
@@ -31,9 +41,11 @@ typedef unsigned long long v4u __attribute__((vector_size(32)));
 #ifdef __clang__
 #define YZX(a) __builtin_shufflevector((a), (a), 1, 2, 0, 3)
 #define ZXY(a) __builtin_shufflevector((a), (a), 2, 0, 1, 3)
+#define SHUF2(a, b, i, j, k, l) __builtin_shufflevector((a), (b), i, j, k, l)
 #else
 #define YZX(a) __builtin_shuffle((a), (v4u){1, 2, 0, 3})
 #define ZXY(a) __builtin_shuffle((a), (v4u){2, 0, 1, 3})
+#define SHUF2(a, b, i, j, k, l) __builtin_shuffle((a), (b), (v4u){i, j, k, l})
 #endif
 
 static inline v4 splat(double x) { return (v4){x, x, x, x}; }
@@ -48,31 +60,30 @@ typedef struct {
 // H' cut up so that the pose at q is a few multiply-adds: R = H' Rz(q) has rows
 // cos Hxy_k + sin Hyx_k + Hz_k and columns (cos Hc_0 + sin Hc_1, cos Hc_1 - sin Hc_0, Hc_2)
 // (a slide: cos = 1, sin = 0, and the origin moves by q Hc_2)
-typedef struct {
-  double R[9], p[4];
+// 32-byte aligned, as fast_scratch is (model_of).
+typedef struct __attribute__((aligned(32))) {
   sym6 Jb;
   v4 Hxy[3], Hyx[3], Hz[3], Hc[3];
+  double p[4], R[9];
   int slide;
 } fast_link;
 
 // Per link and call, from one sweep to the next: the pose (R by rows and by columns, p), c_i, the
-// bias force, U, 1/d, u. The congruence broadcasts R's entries from here (from memory, by the load
-// ports: a broadcast from a register queues on the one shuffle port, which the sweep keeps busy).
-typedef struct {
-  double R[3][4], Rc[3][4], p[4], cw[4], cv[4], bm[4], bf[4], Ut[4], Ub[4];
-  double invd, u;
+// bias force, and from the sweep in w = U'/d (wt, wb: its halves) and s = (u - U.c)/d. The
+// congruence broadcasts R's and p's entries from here.
+typedef struct __attribute__((aligned(32))) {
+  double R[3][4], Rc[3][4], p[4], cw[4], cv[4], bm[4], bf[4], wt[4], wb[4];
+  double s, pad[3];
 } fast_scratch;
 
 static inline v4 ld4(const double* x) { return *(const v4*)x; }
 static inline void st4(double* x, v4 v) { *(v4*)x = v; }
 
-#define MODEL_DOUBLES(n) (((size_t)(n) * sizeof(fast_link) + sizeof(double) - 1) / sizeof(double) + 1)
-
-#define SCRATCH_DOUBLES(n) (((size_t)(n) * sizeof(fast_scratch) + sizeof(double) - 1) / sizeof(double))
-
-// work: a flag, the prepared chain, per-link scratch, then the sines and cosines
+// work: a flag, then from the first 64-byte boundary after it the prepared chain, per-link
+// scratch, the sines and cosines
 size_t cfd_fast_work_size(int n) {
-  size_t size = MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n) + 2 * (size_t)n;
+  size_t per_link = (sizeof(fast_link) + sizeof(fast_scratch)) / sizeof(double) + 2;
+  size_t size = 1 + 7 + (size_t)n * per_link;  // 7: the most that model_of skips
   size_t generic = 1 + (size_t)n * CFD_ABA_LINK_DOUBLES;  // the fallback's (cfd_aba_core)
   return size > generic ? size : generic;
 }
@@ -155,11 +166,23 @@ static inline void sin_cos4(v4 x, v4* s, v4* c) {
   *c = (v4)(sw_c ^ cflip);
 }
 
-// sin and cos of q[0..n) into sn, cs
+// sin and cos of q[0..n) into sn, cs: whole groups of four straight from q to sn and cs, lanes
+// out of sin_cos4's range (rare) and the last partial group through libm and a copy
 static void sin_cos_all(const double* q, int n, double* sn, double* cs) {
-  for (int i = 0; i < n; i += 4) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4 x = ld4(q + i), vs, vc;
+    sin_cos4(x, &vs, &vc);
+    st4(sn + i, vs);
+    st4(cs + i, vc);
+    __typeof__(x < x) in = x * x < splat(1099511627776.0);  // |x| < 2^20 (x^2 a little more)
+    if (!(in[0] & in[1] & in[2] & in[3]))
+      for (int k = i; k < i + 4; k++)
+        if (!(fabs(q[k]) < 1048576.0)) sincos(q[k], sn + k, cs + k);
+  }
+  if (i < n) {
     double x[4] = {0, 0, 0, 0}, s4[4], c4[4];
-    int m = n - i < 4 ? n - i : 4;
+    int m = n - i;
     memcpy(x, q + i, sizeof(double) * m);
     v4 vs, vc;
     sin_cos4(ld4(x), &vs, &vc);
@@ -173,7 +196,9 @@ static void sin_cos_all(const double* q, int n, double* sn, double* cs) {
   }
 }
 
-static fast_link* model_of(double* work) { return (fast_link*)(work + 1); }
+static fast_link* model_of(double* work) {  // work: 8-byte aligned at least
+  return (fast_link*)(((uintptr_t)(work + 1) + 63) & ~(uintptr_t)63);
+}
 
 // Link i in joint frames: H' = G_{i-1}^-1 H_i G_i (into HR, Hp) and J' = Ad_G^T J_i Ad_G (into J,
 // exactly symmetric, as the sweeps assume). Gi_R, Gi_p hold G_{i-1}^-1 (the identity for the
@@ -246,24 +271,45 @@ int cfd_fast_prepare(const cfd_chain* c, double* work) {
 // out = sum_k x[k] M[k] (the rows of a 3x3 times a row vector's entries)
 static inline v4 comb3(v4 x, const v4 M[3]) { return x[0] * M[0] + x[1] * M[1] + x[2] * M[2]; }
 
-// R M R^T for M given by rows, R by rows of 4 and by columns Rc: row r of M R^T is
-// sum_k M[r][k] Rc_k, then row r of R (M R^T) is sum_k R[r][k] (M R^T)_k, R[r][k] broadcast
-// from memory
-static inline void rotate_rows(const double (*R)[4], const v4 Rc[3], v4 M[3]) {
-  v4 T0 = comb3(M[0], Rc), T1 = comb3(M[1], Rc), T2 = comb3(M[2], Rc);
-  for (int r = 0; r < 3; r++) M[r] = R[r][0] * T0 + R[r][1] * T1 + R[r][2] * T2;
+// The same address, unknown to the compiler: its loads are not merged with earlier ones from it, so
+// that an entry used by many products is broadcast from memory at each use (a load, no shuffle)
+// rather than held in a register, of which the congruence has too few.
+static inline const double* fresh(const double* x) {
+  __asm__ volatile("" : "+r"(x));  // volatile: two of them are never merged
+  return x;
 }
 
-// p^ M for M given by rows: row 0 = -p2 M1 + p1 M2, row 1 = p2 M0 - p0 M2, row 2 = -p1 M0 + p0 M1
-static inline void hat_rows(const double p[3], const v4 M[3], v4 out[3]) {
-  out[0] = p[1] * M[2] - p[2] * M[1];
-  out[1] = p[2] * M[0] - p[0] * M[2];
-  out[2] = p[0] * M[1] - p[1] * M[0];
+// out (+)= R M for M given by rows, R by rows of 4 in memory: row r is sum_k R[r][k] M[k]
+static inline void rot_left(const double* R, const v4 M[3], v4 out[3]) {
+  R = fresh(R);
+  for (int r = 0; r < 3; r++) out[r] = R[4 * r] * M[0] + R[4 * r + 1] * M[1] + R[4 * r + 2] * M[2];
+}
+static inline void rot_left_add(const double* R, const v4 M[3], v4 out[3]) {
+  R = fresh(R);
+  for (int r = 0; r < 3; r++)
+    out[r] = out[r] + R[4 * r] * M[0] + R[4 * r + 1] * M[1] + R[4 * r + 2] * M[2];
 }
 
-// M p^ for M given by rows: row r = sum_k M[r][k] P_k, P_k the rows of p^
-static inline void rows_hat(const v4 P[3], const v4 M[3], v4 out[3]) {
-  for (int r = 0; r < 3; r++) out[r] = comb3(M[r], P);
+// out += p^ M for M given by rows: row 0 += p1 M2 - p2 M1, row 1 += p2 M0 - p0 M2,
+// row 2 += p0 M1 - p1 M0
+static inline void add_hat(const double* p, const v4 M[3], v4 out[3]) {
+  p = fresh(p);
+  out[0] = out[0] + p[1] * M[2] - p[2] * M[1];
+  out[1] = out[1] + p[2] * M[0] - p[0] * M[2];
+  out[2] = out[2] + p[0] * M[1] - p[1] * M[0];
+}
+
+// the transpose of a 3x3 given by rows (fourth lanes zero): 7 shuffles, 4 of them within lanes
+static inline void transpose3(v4 M[3]) {
+  const v4 z = {0, 0, 0, 0};
+  v4 t0 = SHUF2(M[0], M[1], 0, 4, 2, 6);  // a00 a10 a02 a12
+  v4 t1 = SHUF2(M[0], M[1], 1, 5, 3, 7);  // a01 a11 0 0
+  v4 s0 = SHUF2(M[2], z, 0, 4, 2, 6);     // a20 0 a22 0
+  v4 s1 = SHUF2(M[2], z, 1, 5, 3, 7);     // a21 0 0 0
+  v4 c2 = SHUF2(t0, M[2], 2, 3, 6, 7);
+  M[0] = SHUF2(t0, s0, 0, 1, 4, 5);
+  M[1] = SHUF2(t1, s1, 0, 1, 4, 5);
+  M[2] = c2;
 }
 
 int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,
@@ -272,10 +318,10 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
   if (work[0] != 1)  // a screw with pitch (not from MuJoCo): the same sweeps in link frames
     return cfd_aba_core(c, q, qd, tau, extra_diag, qacc, 1, work + 1, 1);
   const fast_link* L = model_of(work);
-  fast_scratch* W = (fast_scratch*)(work + MODEL_DOUBLES(n));
+  fast_scratch* W = (fast_scratch*)(L + n);
 
   // out: poses, velocities, c_i, bias forces (the sines first: independent, so they overlap)
-  double* sines = work + MODEL_DOUBLES(n) + SCRATCH_DOUBLES(n);
+  double* sines = (double*)(W + n);
   double* cosines = sines + n;
   sin_cos_all(q, n, sines, cosines);
   const v4 ez = {0, 0, 1, 0};
@@ -318,80 +364,109 @@ int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, 
   v4 m = {0, 0, 0, 0}, f = {0, 0, 0, 0};
   for (int i = n - 1; i >= 0; i--) {
     fast_scratch* w = &W[i];
-    m += ld4(w->bm);
-    f += ld4(w->bf);
+    v4 bm = ld4(w->bm), bf = ld4(w->bf);
     v4 Ut, Ub;
     double d, u;
     if (L[i].slide) {  // U = IA e_5: column 5 = [B^T row 2; C row 2]
       Ut = I.T[2], Ub = I.C[2];
       d = Ub[2];
-      u = tau[i] - f[2];
+      u = (tau[i] - bf[2]) - f[2];
     } else {           // U = IA e_2: column 2 = [A row 2; B row 2]
       Ut = I.A[2], Ub = I.B[2];
       d = Ut[2];
-      u = tau[i] - m[2];
+      u = (tau[i] - bm[2]) - m[2];
     }
     d += c->armature[i] + (extra_diag ? extra_diag[i] : 0);
     if (!(d > 0)) return CFD_ERR_SINGULAR;
     double inv = 1 / d;
-    st4(w->Ut, Ut);
-    st4(w->Ub, Ub);
-    w->invd = inv, w->u = u;
-    if (i == 0) break;
     // Ia = IA - U U^T / d and pa = pA + Ia c + U u / d, taken to the parent as
     //   X^T Ia X = X^T IA X - U' U'^T / d,   X^T pa = X^T (pA + IA c) + U' (u - U.c) / d
-    // with U' = X^T U: the congruence need not wait for d and its division (the sweep's
-    // critical path). c_i has two terms in each half; wrenches go up as f_p = R f,
-    // m_p = R m + p x f_p.
+    // with U' = X^T U: the congruence need not wait for d and its division. c_i has two terms
+    // in each half; wrenches go up as f_p = R f, m_p = R m + p x f_p. U' / d and (u - U.c) / d
+    // are kept for the accelerations.
     v4 Rc[3] = {ld4(w->Rc[0]), ld4(w->Rc[1]), ld4(w->Rc[2])}, p = ld4(w->p);
     const double *cw = w->cw, *cv = w->cv;
     double Uc = Ut[0] * cw[0] + Ut[1] * cw[1] + Ub[0] * cv[0] + Ub[1] * cv[1];
-    v4 su = splat((u - Uc) * inv);
-    m += cw[0] * I.A[0] + cw[1] * I.A[1] + cv[0] * I.T[0] + cv[1] * I.T[1];
-    f += cw[0] * I.B[0] + cw[1] * I.B[1] + cv[0] * I.C[0] + cv[1] * I.C[1];
     v4 Uf = comb3(Ub, Rc), Um = comb3(Ut, Rc) + cross4(p, Uf);
+    st4(w->wt, Um * inv);
+    st4(w->wb, Uf * inv);
+    w->s = (u - Uc) * inv;
+    if (i == 0) break;
+    v4 su = splat(w->s);
+    // the sums that do not wait for m and f first: a shorter chain from link to link
+    m += bm + ((cw[0] * I.A[0] + cw[1] * I.A[1]) + (cv[0] * I.T[0] + cv[1] * I.T[1]));
+    f += bf + ((cw[0] * I.B[0] + cw[1] * I.B[1]) + (cv[0] * I.C[0] + cv[1] * I.C[1]));
     f = comb3(f, Rc);
-    m = comb3(m, Rc) + cross4(p, f) + Um * su;
+    m = (comb3(m, Rc) + cross4(p, f)) + Um * su;
     f += Uf * su;
-    // X^T IA X: rotate every block, then shift the reference point by p
-    rotate_rows(w->R, Rc, I.A);
-    rotate_rows(w->R, Rc, I.B);
-    rotate_rows(w->R, Rc, I.T);
-    rotate_rows(w->R, Rc, I.C);
+    // X^T IA X with X^T = [[R, p^ R], [0, R]]: L = X^T IA = [[R A + p^ R T, R B + p^ R C],
+    // [R T, R C]], then X^T IA X = X^T L^T (symmetric): C' = R (R C)^T, B' = R (R T)^T + p^ C',
+    // T' = B'^T (so L's upper right block is not needed), A' = R (R A + p^ R T)^T + p^ T'. Only
+    // products by R's and p's entries (from memory) and 3x3 transposes.
+    const double* R = w->R[0];
     const double* pp = w->p;
-    v4 P[3] = {{0, -pp[2], pp[1], 0}, {pp[2], 0, -pp[0], 0}, {-pp[1], pp[0], 0, 0}};
-    v4 pC[3], Cp[3], pT[3], Bp[3], pCp[3];
-    hat_rows(pp, I.C, pC);   // p^ C'
-    rows_hat(P, I.C, Cp);    // C' p^
-    hat_rows(pp, I.T, pT);   // p^ B'^T
-    rows_hat(P, I.B, Bp);    // B' p^
-    hat_rows(pp, Cp, pCp);   // p^ C' p^
+    v4 La[3], Lb[3], Ld[3], B0[3], C0[3], T0[3];
+    rot_left(R, I.T, Lb);  // R T
+    rot_left(R, I.C, Ld);  // R C
+    rot_left(R, I.A, La);  // R A + p^ R T
+    add_hat(pp, Lb, La);
+    transpose3(Lb);
+    transpose3(Ld);
+    transpose3(La);
+    rot_left(R, Ld, C0);  // C'
+    rot_left(R, Lb, B0);  // B'
+    add_hat(pp, C0, B0);
+    for (int r = 0; r < 3; r++) T0[r] = B0[r];
+    transpose3(T0);       // T'
     const sym6* J = &L[i - 1].Jb;
-    v4 st = Um * inv, sb = Uf * inv;
+    for (int r = 0; r < 3; r++) I.A[r] = J->A[r];
+    rot_left_add(R, La, I.A);  // J_A + A'
+    add_hat(pp, T0, I.A);
+    // U' U'^T / d last: the division is then off the sweep's critical path
+    const double *st = fresh(w->wt), *sb = fresh(w->wb);
     for (int r = 0; r < 3; r++) {
-      I.A[r] += (J->A[r] + pT[r]) - (Bp[r] + pCp[r]) - st[r] * Um;
-      I.B[r] += (J->B[r] + pC[r]) - st[r] * Uf;
-      I.T[r] += (J->T[r] - Cp[r]) - sb[r] * Um;
-      I.C[r] += J->C[r] - sb[r] * Uf;
+      I.A[r] -= st[r] * Um;
+      I.B[r] = (B0[r] + J->B[r]) - st[r] * Uf;
+      I.T[r] = (T0[r] + J->T[r]) - sb[r] * Um;
+      I.C[r] = (C0[r] + J->C[r]) - sb[r] * Uf;
     }
   }
 
-  // out: accelerations
-  double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  // out: accelerations. a_i = X a_parent + c + e qa with qa = s - w.a_parent (w = U'/d, s =
+  // (u - U.c)/d from the sweep in), so a_i = (X - e w^T) a_parent + c + e s: one matrix-vector
+  // product by broadcasts of a_parent's entries, qa off the chain from link to link.
+  v4 aw = {0, 0, 0, 0}, av = {-c->gravity[0], -c->gravity[1], -c->gravity[2], 0};
   for (int i = 0; i < n; i++) {
-    const fast_scratch* w = &W[i];
-    double ai[6];
-    double R[9] = {w->R[0][0], w->R[0][1], w->R[0][2], w->R[1][0], w->R[1][1], w->R[1][2],
-                   w->R[2][0], w->R[2][1], w->R[2][2]};
-    cfd_twist_to_child(R, w->p, a, ai);
-    ai[0] += w->cw[0]; ai[1] += w->cw[1];
-    ai[3] += w->cv[0]; ai[4] += w->cv[1];
-    double Ua = w->Ut[0] * ai[0] + w->Ut[1] * ai[1] + w->Ut[2] * ai[2] + w->Ub[0] * ai[3] +
-                w->Ub[1] * ai[4] + w->Ub[2] * ai[5];
-    double qa = (w->u - Ua) * w->invd;
-    qacc[i] = qa;
-    ai[L[i].slide ? 5 : 2] += qa;
-    memcpy(a, ai, sizeof a);
+    const fast_scratch* x = &W[i];
+    const double* pp = x->p;
+    v4 R[3] = {ld4(x->R[0]), ld4(x->R[1]), ld4(x->R[2])};
+    v4 Q[3] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    add_hat(pp, R, Q);  // p^ R: v_i = R^T v + R^T (w x p) = R^T v + (p^ R)^T w
+    v4 Et[3], Eb[3];    // e_z w_k: the columns of e w^T
+    const v4u lane2 = {0, 0, ~0ull, 0};
+    for (int k = 0; k < 3; k++) {
+      Et[k] = (v4)((v4u)splat(x->wt[k]) & lane2);
+      Eb[k] = (v4)((v4u)splat(x->wb[k]) & lane2);
+    }
+    double s = x->s;
+    v4 ct = ld4(x->cw), cb = ld4(x->cv), Aw[3], Av[3], Lw[3], Lv[3];
+    // the columns of X - e w^T by a_parent's entries: Aw, Av into a_i's angular half (by w's and
+    // v's entries), Lw, Lv into its linear half
+    if (L[i].slide) {
+      cb += s * ez;
+      for (int k = 0; k < 3; k++)
+        Aw[k] = R[k], Av[k] = (v4){0, 0, 0, 0}, Lw[k] = Q[k] - Et[k], Lv[k] = R[k] - Eb[k];
+    } else {
+      ct += s * ez;
+      for (int k = 0; k < 3; k++) Aw[k] = R[k] - Et[k], Av[k] = -Eb[k], Lw[k] = Q[k], Lv[k] = R[k];
+    }
+    v4 a0 = splat(aw[0]), a1 = splat(aw[1]), a2 = splat(aw[2]);
+    v4 b0 = splat(av[0]), b1 = splat(av[1]), b2 = splat(av[2]);
+    v4 dot = a0 * splat(x->wt[0]) + a1 * splat(x->wt[1]) + a2 * splat(x->wt[2]) +
+             (b0 * splat(x->wb[0]) + b1 * splat(x->wb[1]) + b2 * splat(x->wb[2]));
+    qacc[i] = s - dot[0];
+    aw = (ct + a0 * Aw[0] + a1 * Aw[1] + a2 * Aw[2]) + (b0 * Av[0] + b1 * Av[1] + b2 * Av[2]);
+    av = (cb + b0 * Lv[0] + b1 * Lv[1] + b2 * Lv[2]) + (a0 * Lw[0] + a1 * Lw[1] + a2 * Lw[2]);
   }
   return CFD_OK;
 }
