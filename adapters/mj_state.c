@@ -44,7 +44,7 @@ void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, 
     int v = c->dof[i];
     tau[i] = d->qfrc_passive[v] + d->qfrc_actuator[v] + d->qfrc_applied[v];
   }
-  int any = 0;
-  for (int k = 6; k < 6 * m->nbody && !any; k++) any = d->xfrc_applied[k] != 0;
+  int any = 0;  // no early exit: a branch-free loop the compiler vectorises (mostly all zero)
+  for (int k = 6; k < 6 * m->nbody; k++) any |= d->xfrc_applied[k] != 0;
   if (any) cfd_xfrc_to_joints(m, d, c, tau, work);
 }
