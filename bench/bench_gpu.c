@@ -627,10 +627,87 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   mj_deleteModel(m);
 }
 
+// ---- rollouts split across every visible GPU (CHAINFD_ALL_GPUS) against GPU 0 alone ---------------
+// End to end from page-locked host arrays (a split batch takes host arrays): each device copies its
+// share up, steps it and copies it down, in its own host thread.
+static void multi_gpu(const char* spec, const char* label, int maxB, double budget) {
+  char err[1024];
+  int ndev = cfd_gpu_device_count();
+  printf("\n== rollouts on %d GPU(s) against GPU 0: %s, end to end from pinned host memory ==\n", ndev,
+         label);
+  if (ndev < 2) {
+    printf("skipped: one CUDA device\n");
+    return;
+  }
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  chainfd_rollout *one, *all;
+  if (chainfd_rollout_create(m, 0, &one, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
+  if (chainfd_rollout_create(m, CHAINFD_ALL_GPUS, &all, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    chainfd_rollout_free(one);
+    mj_deleteModel(m);
+    return;
+  }
+  int n = m->nv, nu = m->nu, nx = 2 * n, H = 128;
+  mjData* d = mj_makeData(m);
+  printf("%7s %5s %14s %14s %9s %10s\n", "B", "H", "GPU 0", "all GPUs", "speed-up", "max |diff|");
+  for (int B = 1024; B <= maxB; B *= 4) {
+    double* init = chainfd_host_alloc(sizeof(double) * (size_t)B * nx);
+    double* ctrl = chainfd_host_alloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+    double* out1 = chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx);
+    double* outN = chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx);
+    if (!init || !ctrl || !out1 || !outN) {
+      printf("%7d %5d  out of pinned host memory\n", B, H);
+      chainfd_host_free(init); chainfd_host_free(ctrl); chainfd_host_free(out1); chainfd_host_free(outN);
+      break;
+    }
+    cfd_rng rng = {11};
+    for (int b = 0; b < B; b++) {
+      mj_resetData(m, d);
+      cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+      chainfd_rollout_get_state(m, d, init + (size_t)b * nx);
+    }
+    for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+    int ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CFD_HOST, err, sizeof err) &&
+             !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CFD_HOST, err, sizeof err);
+    double diff = 0;  // the split must not change a single trajectory
+    for (size_t k = 0; ok && k < (size_t)B * (H + 1) * nx; k++) {
+      double e = fabs(out1[k] - outN[k]);
+      if (!(e <= diff)) diff = e;
+    }
+    double t1[7], tN[7];
+    int reps = 0;
+    for (; ok && reps < 7; reps++) {
+      double a = now();
+      ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CFD_HOST, err, sizeof err);
+      t1[reps] = now() - a;
+      a = now();
+      ok = ok && !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CFD_HOST, err, sizeof err);
+      tN[reps] = now() - a;
+      if (reps >= 2 && t1[reps] + tN[reps] > 7 * budget) { reps++; break; }
+    }
+    if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
+    else {
+      double a1 = median(t1, reps), aN = median(tN, reps), steps = (double)B * H;
+      printf("%7d %5d %14.3g %14.3g %8.2fx %10.1e\n", B, H, steps / a1, steps / aN, a1 / aN, diff);
+      emit("rollout_multi_gpu", spec, n, B, "cuda.rollout.end_to_end.pinned.gpu0", a1 * 1e6, 0, 0);
+      emit("rollout_multi_gpu", spec, n, B, "cuda.rollout.end_to_end.pinned.all_gpus", aN * 1e6, 0, diff);
+    }
+    fflush(stdout);
+    chainfd_host_free(init); chainfd_host_free(ctrl); chainfd_host_free(out1); chainfd_host_free(outN);
+    if (!ok) break;
+  }
+  mj_deleteData(d);
+  chainfd_rollout_free(one);
+  chainfd_rollout_free(all);
+  mj_deleteModel(m);
+}
+
 int main(int argc, char** argv) {
   const char* out = ".";
   int max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|abia|fig2|fig3|rollout
+  const char* only = NULL;  // --only cfa|abia|fig2|fig3|rollout|multigpu
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -639,7 +716,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout|multigpu]\n");
       return 2;
     }
   }
@@ -677,6 +754,11 @@ int main(int argc, char** argv) {
              maxB, cores, budget);
     rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
              maxB, cores, budget);
+  }
+  if (!only || !strcmp(only, "multigpu")) {
+    multi_gpu(arm, "the 7-dof arm", maxB, budget);
+    multi_gpu("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
+              maxB < 16384 ? maxB : 16384, budget);  // B = 16384: 1.7 GB of trajectories each way
   }
   fprintf(json, "\n  ]\n}\n");
   fclose(json);
