@@ -2,14 +2,24 @@
 // (plugin/rollout.c) and the GPU rollout kernel (cuda/rollout.cu), with MuJoCo's semantics for the
 // subset of models a rollout accepts (plugin/rollout.c refuses the rest):
 //   passive:   -stiffness (qpos - springref) - damping qvel        (joint, plus actuator damping)
-//   actuators: on joints, one control each, force = gain * ctrl + bias with
+//   actuators: on joints, one control each (clamped to its range; if any is then NaN or past
+//              mjMAXVAL, a warning and every control zero, as mj_fwdActuation does),
+//              force = gain * ctrl + bias with
 //              gain = g0 + g1 length + g2 velocity, bias = b0 + b1 length + b2 velocity,
-//              length = gear qpos, velocity = gear qvel; ctrl and force clamped to their ranges;
+//              length = gear qpos, velocity = gear qvel; force clamped to its range;
 //              joint force gear * force
 //   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
-//   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2))
+//   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
 //   then qvel += h qacc, qpos += h qvel (hinge and slide joints).
+// and mj_step's handling of bad states (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel
+// that is NaN or past mjMAXVAL before the step, or such a qacc after the dynamics, is a warning;
+// with autoreset the instance is reset as mj_resetData does (qpos0, qvel 0, its controls 0 for
+// the rest of the step), the dynamics taken again after a bad qacc; without, the state goes on bad
+// (with qacc NaN where the system was singular). A joint-space system with no positive pivot counts as a bad qacc (mj_step would
+// factor it anyway; only a bad state or an implicitfast gain that outweighs damping makes one).
+// The qacc tested is the step's, with the joint-diagonal term (mj_checkAcc's is without it): the
+// two verdicts differ only for an acceleration near mjMAXVAL.
 #ifndef CHAINFD_ROLLOUT_STEP_H
 #define CHAINFD_ROLLOUT_STEP_H
 
@@ -22,6 +32,7 @@ typedef struct cfd_rollout_params {
   double h;             // timestep
   int integrator;       // CFD_INT_EULER or CFD_INT_IMPLICITFAST
   int implicit_damping; // Euler: damping in the joint-diagonal term (MuJoCo's eulerdamp)
+  int autoreset;        // bad states are reset (MuJoCo's default; mjDSBL_AUTORESET: not)
   const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0)
   const double* stiffness;  // n
   const double* springref;  // n
@@ -54,13 +65,25 @@ CFD_HD void cfd_rollout_passive(const cfd_rollout_params* p, int i, double x, do
   *diag = implicit ? p->h * p->damping[i] : 0;
 }
 
-// Actuator a under control u on its dof at position x, velocity v: its joint force added to *tau
-// and, implicitfast, its velocity derivative to *diag.
-CFD_HD void cfd_rollout_actuator_dof(const cfd_rollout_params* p, int a, double u, double x,
-                                     double v, double* tau, double* diag) {
-  double g = p->gear[a], h = p->h;
+// MuJoCo's test of a state, acceleration or control entry (mju_isBad): NaN, or magnitude past
+// mjMAXVAL
+#define CFD_MAXVAL 1e10
+CFD_HD int cfd_is_bad(double x) { return !(fabs(x) <= CFD_MAXVAL); }
+
+// Actuator a's control u clamped to its range as MuJoCo clamps it (a NaN stays NaN)
+CFD_HD double cfd_rollout_clamp(const cfd_rollout_params* p, int a, double u) {
   const double* cr = p->ctrlrange + 2 * a;
-  if (cr[0] < cr[1]) u = fmin(fmax(u, cr[0]), cr[1]);
+  return cr[0] < cr[1] ? (u < cr[0] ? cr[0] : u > cr[1] ? cr[1] : u) : u;
+}
+
+// Actuator a under controls ctrl (NULL: zero, as after a reset) on its dof at position x,
+// velocity v: its joint force added to *tau and, implicitfast, its velocity derivative to *diag.
+// As in MuJoCo the control is clamped to its range; the force takes zero instead when some
+// control was bad (bad_ctrl), the derivative does not (MuJoCo zeroes only the force's copy).
+CFD_HD void cfd_rollout_actuator_dof(const cfd_rollout_params* p, int a, const double* ctrl,
+                                     int bad_ctrl, double x, double v, double* tau, double* diag) {
+  double clamped = cfd_rollout_clamp(p, a, ctrl ? ctrl[a] : 0), u = bad_ctrl ? 0 : clamped;
+  double g = p->gear[a], h = p->h;
   double len = g * x, vel = g * v;
   const double* G = p->gain + 3 * a;
   const double* Bi = p->bias + 3 * a;
@@ -72,20 +95,34 @@ CFD_HD void cfd_rollout_actuator_dof(const cfd_rollout_params* p, int a, double 
     force = fmin(fmax(force, fr[0]), fr[1]);
   }
   *tau += g * force;
-  if (p->integrator == CFD_INT_IMPLICITFAST && !saturated) *diag -= h * g * g * (G[2] * u + Bi[2]);
+  if (p->integrator == CFD_INT_IMPLICITFAST && !saturated)
+    *diag -= h * g * g * ((G[2] != 0 ? G[2] * clamped : 0) + Bi[2]);
 }
 
 // The same with qpos, qvel, tau, diag per dof, entries `stride` apart.
-CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, double u, const double* qpos,
+CFD_HD void cfd_rollout_actuator(const cfd_rollout_params* p, int a, const double* ctrl,
+                                 int bad_ctrl, const double* qpos,
                                  const double* qvel, double* tau, double* diag, long stride) {
   long i = p->act_dof[a] * stride;
-  cfd_rollout_actuator_dof(p, a, u, qpos[i], qvel[i], tau + i, diag + i);
+  cfd_rollout_actuator_dof(p, a, ctrl, bad_ctrl, qpos[i], qvel[i], tau + i, diag + i);
 }
 
-// One step of the instance whose state and scratch are in work, under controls ctrl (nu).
-// Returns 0, or the ABA's status (a singular joint-space system).
-CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
-                            double* work, long stride, int lean) {
+// Any bad entry among x[0], x[stride], ... x[(n-1) stride]
+CFD_HD int cfd_any_bad(const double* x, int n, long stride) {
+  int bad = 0;
+  for (int i = 0; i < n; i++) bad |= cfd_is_bad(x[i * stride]);
+  return bad;
+}
+
+// mj_resetData on the rollout state: qpos0, qvel 0
+CFD_HD void cfd_rollout_reset(const cfd_rollout_params* p, double* qpos, double* qvel, long stride) {
+  for (int i = 0; i < p->n; i++) qpos[i * stride] = p->qpos0[i], qvel[i * stride] = 0;
+}
+
+// Passive and actuator forces and the forward dynamics into qacc, controls ctrl (NULL: all zero,
+// as after a reset; a bad one: a warning, all zero). Returns the ABA's status.
+CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
+                               double* work, long stride, int lean, int* warnings) {
   int n = p->n;
   double* q = work + (long)cfd_aba_link_doubles(lean) * n * stride;
   double* tau = q + (long)n * stride;
@@ -93,13 +130,42 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
   double* qacc = diag + (long)n * stride;
   double* qpos = qacc + (long)n * stride;
   double* qvel = qpos + (long)n * stride;
-  double h = p->h;
   for (int i = 0; i < n; i++)
     cfd_rollout_passive(p, i, qpos[i * stride], qvel[i * stride], q + i * stride, tau + i * stride,
                         diag + i * stride);
-  for (int a = 0; a < p->nu; a++) cfd_rollout_actuator(p, a, ctrl[a], qpos, qvel, tau, diag, stride);
-  int st = cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
-  if (st) return st;
+  int bad_ctrl = 0;
+  for (int a = 0; ctrl && a < p->nu; a++) bad_ctrl |= cfd_is_bad(cfd_rollout_clamp(p, a, ctrl[a]));
+  *warnings += bad_ctrl;
+  for (int a = 0; a < p->nu; a++)
+    cfd_rollout_actuator(p, a, ctrl, bad_ctrl, qpos, qvel, tau, diag, stride);
+  return cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
+}
+
+// One step of the instance whose state and scratch are in work, under controls ctrl (nu), with
+// mj_step's bad-state handling; *warnings counts its warnings. Returns 0, or the ABA's status when
+// even the reset state has a singular joint-space system.
+CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
+                            double* work, long stride, int lean, int* warnings) {
+  int n = p->n;
+  double* qacc = work + (long)(cfd_aba_link_doubles(lean) + 3) * n * stride;
+  double* qpos = qacc + (long)n * stride;
+  double* qvel = qpos + (long)n * stride;
+  double h = p->h;
+  for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel
+    if (cfd_any_bad(k ? qvel : qpos, n, stride)) {
+      ++*warnings;
+      if (p->autoreset) cfd_rollout_reset(p, qpos, qvel, stride), ctrl = NULL;
+    }
+  int st = cfd_rollout_forward(c, p, ctrl, work, stride, lean, warnings);
+  if (st || cfd_any_bad(qacc, n, stride)) {  // mj_checkAcc
+    ++*warnings;
+    if (p->autoreset) {
+      cfd_rollout_reset(p, qpos, qvel, stride);
+      if ((st = cfd_rollout_forward(c, p, NULL, work, stride, lean, warnings))) return st;
+    } else if (st) {  // no acceleration to go on with
+      for (int i = 0; i < n; i++) qacc[i * stride] = NAN;
+    }
+  }
   for (int i = 0; i < n; i++) {  // semi-implicit Euler: velocity first, then position with it
     qvel[i * stride] += h * qacc[i * stride];
     qpos[i * stride] += h * qvel[i * stride];

@@ -90,6 +90,10 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
+// The last run's bad-state warnings (kernels/rollout_step.h): the total, and per instance into
+// counts (the run's B entries, copied from the device).
+long cfd_gpu_rollout_last_warnings(const cfd_gpu_rollout* r);
+int cfd_gpu_rollout_instance_warnings(const cfd_gpu_rollout* r, int* counts, char* err, int err_size);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,15 @@
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's
 // timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.
 // A rollout (like a chainfd_fd or cfd_gpu handle) serves one thread at a time.
-// chainfd_rollout_run returns 0, or 1 with the reason in err (e.g. a singular joint-space system:
-// no positive articulated inertia at some joint); after an error out's contents are unspecified.
+// Bad states as mj_step treats them (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel entry
+// that is NaN or past 1e10 (mjMAXVAL) before a step, or such a qacc entry after the dynamics, is a
+// warning; the instance is then reset as mj_resetData does (qpos0, qvel 0, controls 0 for the
+// rest of that step) and, after a bad qacc, its dynamics taken again from there; with
+// mjDSBL_AUTORESET it goes on bad instead. A joint-space system with no positive pivot counts as a
+// bad qacc. The other instances are unaffected; chainfd_rollout_warnings and
+// chainfd_rollout_instance_warnings say which were reset, so that a sampler can drop them.
+// chainfd_rollout_run returns 0, or 1 with the reason in err (e.g. a joint-space system that is
+// singular even at qpos0); after an error out's contents are unspecified.
 #ifndef CHAINFD_ROLLOUT_H
 #define CHAINFD_ROLLOUT_H
 
@@ -49,6 +56,11 @@ CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const do
 // from malloc'd memory). Plain malloc where there is no GPU. Free with chainfd_host_free.
 CHAINFD_API void* chainfd_host_alloc(size_t bytes);
 CHAINFD_API void chainfd_host_free(void* p);
+// The last run's bad-state warnings (mjWARN_BADQPOS, BADQVEL, BADQACC as mj_step would count
+// them): the total, cheap; and per instance into counts[B], copied from the device(s) when asked.
+CHAINFD_API long chainfd_rollout_warnings(const chainfd_rollout* r);
+CHAINFD_API int chainfd_rollout_instance_warnings(const chainfd_rollout* r, int* counts, char* err,
+                                                  int err_size);
 // Device milliseconds of the last GPU run (0 on the CPU).
 CHAINFD_API double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r);
 

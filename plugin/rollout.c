@@ -21,6 +21,10 @@ struct chainfd_rollout {
   cfd_gpu_rollout* gpu[CFD_MAX_GPUS];  // one per device used
   int ngpu;
   double* work;         // CPU scratch (one instance)
+  int* warnings;        // CPU: per instance of the last run (warnings_cap entries)
+  int warnings_cap;
+  int last_B[CFD_MAX_GPUS];  // the last run's instances per device (index 0: the CPU's)
+  long last_warnings;   // the CPU's total over the last run
 };
 
 static int refuse(char* err, int size, const char* fmt, ...) {
@@ -117,6 +121,7 @@ void chainfd_rollout_free(chainfd_rollout* r) {
   free(r->param_data);
   free(r->act_dof);
   free(r->work);
+  free(r->warnings);
   free(r);
 }
 
@@ -186,6 +191,7 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
   p->h = m->opt.timestep;
   p->integrator = m->opt.integrator == mjINT_IMPLICITFAST ? CFD_INT_IMPLICITFAST : CFD_INT_EULER;
   p->implicit_damping = dampers && !off(m, mjDSBL_EULERDAMP);
+  p->autoreset = !off(m, mjDSBL_AUTORESET);
   p->qpos0 = qpos0;
   p->stiffness = stiffness;
   p->springref = springref;
@@ -261,8 +267,10 @@ static int run_split(chainfd_rollout* r, int B, int H, const double* init, int s
   pthread_t threads[CFD_MAX_GPUS];
   int n = r->n, per = (B + r->ngpu - 1) / r->ngpu, used = 0;
   size_t out_per = (size_t)(final_only ? 1 : H + 1) * 2 * n;
+  for (int k = 0; k < r->ngpu; k++) r->last_B[k] = 0;
   for (int k = 0; k < r->ngpu && k * per < B; k++, used++) {
     int b0 = k * per, nb = B - b0 < per ? B - b0 : per;
+    r->last_B[k] = nb;
     shares[k] = (gpu_share){r->gpu[k], nb, H, shared_init, final_only, 0,
                             shared_init ? init : init + (size_t)b0 * 2 * n,
                             ctrl + (size_t)b0 * H * r->nu, out + (size_t)b0 * out_per, ""};
@@ -282,9 +290,13 @@ static int run_split(chainfd_rollout* r, int B, int H, const double* init, int s
 int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size) {
-  if (r->ngpu == 1)
+  for (int k = 0; k < CFD_MAX_GPUS; k++) r->last_B[k] = 0;
+  r->last_warnings = 0;
+  if (r->ngpu == 1) {
+    r->last_B[0] = B;
     return cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, where,
                                err, err_size);
+  }
   if (r->ngpu > 1) {
     if (where == CFD_DEVICE) {
       snprintf(err, err_size, "rollout: a batch split across GPUs takes host arrays");
@@ -300,6 +312,16 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     snprintf(err, err_size, "rollout: need B >= 1 and H >= 0 (got B=%d, H=%d)", B, H);
     return 1;
   }
+  if (B > r->warnings_cap) {
+    int* w = realloc(r->warnings, sizeof(int) * (size_t)B);
+    if (!w) {
+      snprintf(err, err_size, "rollout: out of host memory for %d instances", B);
+      return 1;
+    }
+    r->warnings = w;
+    r->warnings_cap = B;
+  }
+  r->last_B[0] = B;
   int n = r->n;
   double* qpos = cfd_rollout_qpos(r->work, n, 1, 0);
   double* qvel = cfd_rollout_qvel(r->work, n, 1, 0);
@@ -309,10 +331,13 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     memcpy(qvel, x0 + n, sizeof(double) * n);
     double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
     if (!final_only) memcpy(o, x0, sizeof(double) * 2 * n);
+    r->warnings[b] = 0;
     for (int t = 0; t < H; t++) {
-      int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work, 1, 0);
+      int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work,
+                                1, 0, &r->warnings[b]);
       if (st) {
-        snprintf(err, err_size, "rollout: instance %d step %d: %s", b, t, cfd_status_str(st));
+        snprintf(err, err_size, "rollout: instance %d step %d: %s at the reset state qpos0", b, t,
+                 cfd_status_str(st));
         return 1;
       }
       if (!final_only) {
@@ -324,7 +349,28 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
       memcpy(o, qpos, sizeof(double) * n);
       memcpy(o + n, qvel, sizeof(double) * n);
     }
+    r->last_warnings += r->warnings[b];
   }
+  return 0;
+}
+
+long chainfd_rollout_warnings(const chainfd_rollout* r) {
+  if (r->ngpu == 0) return r->last_warnings;
+  long total = 0;
+  for (int k = 0; k < r->ngpu; k++)
+    if (r->last_B[k]) total += cfd_gpu_rollout_last_warnings(r->gpu[k]);
+  return total;
+}
+
+int chainfd_rollout_instance_warnings(const chainfd_rollout* r, int* counts, char* err,
+                                      int err_size) {
+  if (r->ngpu == 0) {
+    memcpy(counts, r->warnings, sizeof(int) * (size_t)r->last_B[0]);
+    return 0;
+  }
+  for (int k = 0, b0 = 0; k < r->ngpu; b0 += r->last_B[k], k++)
+    if (r->last_B[k] && cfd_gpu_rollout_instance_warnings(r->gpu[k], counts + b0, err, err_size))
+      return 1;
   return 0;
 }
 

@@ -57,6 +57,31 @@ def test_rollout(model):
         raise AssertionError("a wrong out shape was accepted")
     except ValueError as e:
         print(f"Rollout: bad out refused: {e}")
+    assert not r.warnings().any() and r.total_warnings() == 0
+
+
+def test_rollout_bad_state(model):
+    """A NaN start in one instance: mj_step's warning and reset there, the others untouched."""
+    r = Rollout(model, device=-1)
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(3)
+    init = np.tile(r.state(data), (3, 1)) + rng.uniform(-0.5, 0.5, (3, model.nq + model.nv))
+    init[1, 0] = np.nan
+    ctrl = rng.uniform(-1, 1, (3, 20, model.nu))
+    traj = r.run(init, ctrl)
+    warnings = r.warnings()
+    worst = 0.0
+    for b in range(3):
+        mujoco.mj_resetData(model, data)
+        data.qpos[:], data.qvel[:] = init[b, :model.nq], init[b, model.nq:]
+        for t in range(20):
+            data.ctrl[:] = ctrl[b, t]
+            mujoco.mj_step(model, data)
+            worst = max(worst, np.abs(traj[b, t + 1, :model.nq] - data.qpos).max())
+    print(f"Rollout with a NaN start: warnings {warnings.tolist()}, max |dqpos| against mj_step "
+          f"{worst:.2e}")
+    assert warnings.tolist() == [0, 1, 0] and r.total_warnings() == 1, warnings
+    assert worst < 1e-9, worst
 
 
 if __name__ == "__main__":
@@ -65,5 +90,6 @@ if __name__ == "__main__":
     for backend in ("cpu.fast", "cpu.abia", "cpu.jsiia", "cpu.cfa", "auto"):
         test_forward_dynamics(arm, backend)
     test_rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")))
+    test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")))
     print("all checks passed")
     sys.exit(0)

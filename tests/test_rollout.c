@@ -8,6 +8,39 @@
 #include "mj_random.h"
 #include "test_util.h"
 
+// The largest difference relative to the entries' size (at least 1), NaN-aware: 0 where both are
+// NaN or equal (infinities too), infinite where only one is NaN
+static double rel_diff_nan(const double* a, const double* b, size_t count) {
+  double worst = 0;
+  for (size_t k = 0; k < count; k++) {
+    if (a[k] == b[k] || (isnan(a[k]) && isnan(b[k]))) continue;
+    double e = isnan(a[k]) || isnan(b[k]) ? INFINITY
+                                          : fabs(a[k] - b[k]) / fmax(1, fmax(fabs(a[k]), fabs(b[k])));
+    worst = fmax(worst, e);
+  }
+  return worst;
+}
+
+// whether some entry is NaN or past 1e10 (MuJoCo's mju_isBad)
+static int any_bad(const double* x, int count) {
+  for (int k = 0; k < count; k++)
+    if (!(fabs(x[k]) <= 1e10)) return 1;
+  return 0;
+}
+
+// Bad states and controls planted in instance b of a batch (b % 5): 1 a NaN qpos, 2 a qvel past
+// 1e10 (mj_checkVel), 3 every qvel 1e6 (a qacc past 1e10: mj_checkAcc), 4 a NaN control at step 2
+static void plant_bad(int B, int H, int n, int nu, double* init, double* ctrl) {
+  for (int b = 0; b < B; b++) {
+    double* x = init + (size_t)b * 2 * n;
+    if (b % 5 == 1) x[0] = NAN;
+    if (b % 5 == 2) x[n + n / 2] = 2e10;
+    if (b % 5 == 3)
+      for (int i = 0; i < n; i++) x[n + i] = 1e6;
+    if (b % 5 == 4 && nu && H > 2) ctrl[((size_t)b * H + 2) * nu] = NAN;
+  }
+}
+
 // B random starts and controls, H steps: chainfd_rollout (device) against mj_step, state by state
 static void against_mujoco(const char* spec, int integrator, int B, int H, double tol) {
   char err[1024];
@@ -54,10 +87,12 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
 }
 
 // the GPU rollout against the CPU rollout, with shared and distinct starts, every step or final
-static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int device) {
+// (plant: bad states and controls in some instances, plant_bad; the warnings compared too)
+static void gpu_against_cpu_ex(const char* spec, int integrator, int B, int H, int device, int plant) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   m->opt.integrator = integrator;
+  if (plant == 2) m->opt.disableflags |= mjDSBL_AUTORESET;  // bad states go on bad
   int n = m->nv, nu = m->nu;
   chainfd_rollout *cpu, *gpu;
   EXPECT(chainfd_rollout_create(m, -1, &cpu, err, sizeof err) == 0, "%s", err);
@@ -70,6 +105,9 @@ static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int 
   cfd_rng rng = {9};
   for (int k = 0; k < B * 2 * n; k++) init[k] = cfd_rng_uniform(&rng, -1, 1);
   for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  if (plant) plant_bad(B, H, n, nu, init, ctrl);
+  int* wc = malloc(sizeof(int) * B);
+  int* wg = malloc(sizeof(int) * B);
   for (int shared = 0; shared < 2; shared++)
     for (int final_only = 0; final_only < 2; final_only++) {
       size_t count = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
@@ -77,15 +115,96 @@ static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int 
       EXPECT(chainfd_rollout_run(gpu, B, H, init, shared, ctrl, g, final_only, CFD_HOST, err, sizeof err) == 0, "%s", err);
       double scale = 0;
       for (size_t k = 0; k < count; k++) scale = fmax(scale, fabs(a[k]));
-      double e = max_abs_diff(a, g, count) / scale;
-      printf("%-44s %s B=%-5d H=%-4d shared=%d final=%d gpu vs cpu max_rel_err=%.2e kernel=%.3f ms\n",
+      double e = plant ? rel_diff_nan(a, g, count) : max_abs_diff(a, g, count) / scale;
+      if (plant) {
+        int same = !chainfd_rollout_instance_warnings(cpu, wc, err, sizeof err) &&
+                   !chainfd_rollout_instance_warnings(gpu, wg, err, sizeof err);
+        EXPECT(same, "%s", err);
+        for (int b = 0; same && b < B; b++) same = wc[b] == wg[b];
+        EXPECT(same && chainfd_rollout_warnings(cpu) == chainfd_rollout_warnings(gpu),
+               "%s B=%d: GPU warnings (%ld) differ from the CPU's (%ld)", spec, B,
+               chainfd_rollout_warnings(gpu), chainfd_rollout_warnings(cpu));
+        EXPECT(shared || chainfd_rollout_warnings(gpu) > 0, "%s: planted bad states, no warning", spec);
+      }
+      printf("%-44s %s B=%-5d H=%-4d shared=%d final=%d gpu vs cpu max_rel_err=%.2e kernel=%.3f ms%s\n",
              spec, device == CHAINFD_ALL_GPUS ? "all GPUs" : "GPU 0", B, H, shared, final_only, e,
-             chainfd_rollout_last_kernel_ms(gpu));
+             chainfd_rollout_last_kernel_ms(gpu), plant ? " (bad states planted)" : "");
       EXPECT(e <= 1e-10, "%s B=%d: GPU rollout differs from the CPU rollout by %.3e", spec, B, e);
     }
   chainfd_rollout_free(cpu);
   chainfd_rollout_free(gpu);
-  free(init); free(ctrl); free(a); free(g);
+  free(init); free(ctrl); free(a); free(g); free(wc); free(wg);
+  mj_deleteModel(m);
+}
+
+static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int device) {
+  gpu_against_cpu_ex(spec, integrator, B, H, device, 0);
+}
+
+// mj_step's bad-state handling (rollout_step.h): the CPU rollout of planted bad states against
+// mj_step, state by state, and its warnings against MuJoCo's count of them, step by step
+static void bad_states_against_mujoco(const char* spec, int integrator, int autoreset) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  m->opt.integrator = integrator;
+  if (!autoreset) m->opt.disableflags |= mjDSBL_AUTORESET;
+  int n = m->nv, nu = m->nu, B = 5, H = autoreset ? 30 : 8;
+  chainfd_rollout* r;
+  EXPECT(chainfd_rollout_create(m, CHAINFD_CPU, &r, err, sizeof err) == 0, "%s: %s", spec, err);
+  mjData* d = mj_makeData(m);
+  double* init = malloc(sizeof(double) * B * 2 * n);
+  double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+  double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
+  double* mj = malloc(sizeof(double) * 2 * n);
+  int counts[5];
+  cfd_rng rng = {21};
+  for (int b = 0; b < B; b++) {
+    mj_resetData(m, d);
+    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+    chainfd_rollout_get_state(m, d, init + (size_t)b * 2 * n);
+  }
+  for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  plant_bad(B, H, n, nu, init, ctrl);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_instance_warnings(r, counts, err, sizeof err) == 0, "%s", err);
+  double worst = 0;
+  long total = 0;
+  const int kinds[4] = {mjWARN_BADQPOS, mjWARN_BADQVEL, mjWARN_BADQACC, mjWARN_BADCTRL};
+  for (int b = 0; b < B; b++) {
+    mj_resetData(m, d);
+    chainfd_rollout_set_state(m, d, init + (size_t)b * 2 * n);
+    int warned = 0, state_warned = 0;
+    for (int t = 0; t < H; t++) {
+      memcpy(d->ctrl, ctrl + ((size_t)b * H + t) * nu, sizeof(double) * nu);
+      for (int k = 0; k < 4; k++) d->warning[kinds[k]].number = 0;
+      mj_step(m, d);
+      for (int k = 0; k < 4; k++) warned += d->warning[kinds[k]].number;
+      for (int k = 0; k < 3; k++) state_warned += d->warning[kinds[k]].number;
+      chainfd_rollout_get_state(m, d, mj);
+      const double* x = out + ((size_t)b * (H + 1) + t + 1) * 2 * n;
+      // a bad state left to run (no autoreset) soon has angles so large that their rounding
+      // decides their sines: from then on only whether the state is bad can be compared
+      if (!autoreset && state_warned)
+        worst = fmax(worst, any_bad(x, 2 * n) != any_bad(mj, 2 * n) ? INFINITY : 0);
+      else
+        worst = fmax(worst, rel_diff_nan(x, mj, 2 * n));
+    }
+    EXPECT(counts[b] == warned, "%s instance %d: %d warnings, mj_step %d", spec, b, counts[b], warned);
+    EXPECT((b == 0) == (warned == 0), "%s instance %d: planted %s, but %d warnings", spec, b,
+           b ? "a bad state" : "nothing", warned);
+    total += counts[b];
+  }
+  EXPECT(chainfd_rollout_warnings(r) == total, "%s: %ld warnings in all, per instance %ld", spec,
+         chainfd_rollout_warnings(r), total);
+  printf("%-60s %-12s autoreset=%d warnings %d %d %d %d %d max_rel_diff=%.2e\n", spec,
+         integrator == mjINT_EULER ? "Euler" : "implicitfast", autoreset, counts[0], counts[1],
+         counts[2], counts[3], counts[4], worst);
+  EXPECT(worst <= 1e-9, "%s: the states differ from mj_step's by %.3e", spec, worst);
+  chainfd_rollout_free(r);
+  free(init); free(ctrl); free(out); free(mj);
+  mj_deleteData(d);
   mj_deleteModel(m);
 }
 
@@ -144,19 +263,47 @@ int main(int argc, char** argv) {
     // two actuators on one joint: the dof's lane sums them in the CPU's order
     gpu_against_cpu(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST,
                     21, 60, 0);
+    gpu_against_cpu(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 19, 60, 0);
     // the batch split across every visible device (one here, or several on a multi-GPU host)
     printf("CUDA devices: %d\n", cfd_gpu_device_count());
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 64, CHAINFD_ALL_GPUS);
+    // bad states and controls (mj_step's resets) in every kernel: world lanes (arm7, 12 links),
+    // link-frame lanes in shared and in global memory, a thread per instance (local and global
+    // state), all GPUs; then with autoreset off
+    gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 37, 30, 0, 1);
+    gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 30, 0, 1);
+    const char* long50 = "chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";
+    for (int variant = 2; variant >= 0; variant--) {
+      cfd_gpu_rollout_lanes = variant > 0;
+      cfd_gpu_rollout_world = variant == 2;
+      gpu_against_cpu_ex(small, mjINT_EULER, 23, 30, 0, 1);
+      gpu_against_cpu_ex(long50, mjINT_IMPLICITFAST, 21, 12, 0, 1);
+    }
+    cfd_gpu_rollout_lanes = 1;
+    cfd_gpu_rollout_world = 1;
+    gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 20, CHAINFD_ALL_GPUS, 1);
+    gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 37, 8, 0, 2);
+    gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
     TEST_EXIT();
   }
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9);
   against_mujoco(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  // controls past their ranges on velocity-dependent gains: implicitfast's derivative takes them
+  // clamped, as MuJoCo 4's does
+  against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_EULER, 3, 100, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/double_pendulum.xml", mjINT_EULER, 3, 200, 1e-9);
   against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
                  mjINT_EULER, 3, 100, 1e-9);
   against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
                  mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  // bad states and controls: mj_step's warnings and resets (and none with autoreset off)
+  bad_states_against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1);
+  bad_states_against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 1);
+  bad_states_against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 0);
+  bad_states_against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
+                            mjINT_IMPLICITFAST, 1);
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
   refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");

@@ -55,5 +55,10 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   return 1;
 }
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return 0; }
+long cfd_gpu_rollout_last_warnings(const cfd_gpu_rollout* r) { return 0; }
+int cfd_gpu_rollout_instance_warnings(const cfd_gpu_rollout* r, int* counts, char* err, int err_size) {
+  snprintf(err, err_size, "GPU rollout: chainfd was built without CUDA (nvcc was not found)");
+  return 1;
+}
 void* cfd_gpu_host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 void cfd_gpu_host_free(void* p) { free(p); }

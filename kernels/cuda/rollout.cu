@@ -20,6 +20,28 @@ int cfd_gpu_rollout_lanes = 1;  // small chains: a group of lanes per instance (
 int cfd_gpu_lanes_xch = 1;      // the lanes' backward sweep exchanges through shared memory (0: shuffles)
 int cfd_gpu_rollout_world = 1;  // lanes on short chains: the ABA in world coordinates (0: link frames)
 
+// What a run reports back in one copy: an error status and the total of the bad-state warnings
+// (rollout_step.h); the warnings per instance stay on the device until asked for.
+struct rollout_flags {
+  int status;
+  unsigned long long warnings;
+};
+
+// The instance's warnings into warn and the total
+__device__ __forceinline__ void report_warnings(int* warn, long b, int count, rollout_flags* flags) {
+  warn[b] = count;
+  if (count) atomicAdd(&flags->warnings, (unsigned long long)count);
+}
+
+// Whether pred holds on any lane of this thread's group of W lanes (W divides 32; every lane of
+// the warp calls it)
+template <int W>
+__device__ __forceinline__ bool group_any(bool pred) {
+  unsigned ballot = __ballot_sync(0xffffffffu, pred);
+  if (W == 32) return ballot != 0;
+  return (ballot >> ((threadIdx.x & 31) / W * W)) & ((1u << (W & 31)) - 1);
+}
+
 struct cfd_gpu_rollout {
   int device, n, nu;
   cfd_chain chain;              // device arrays
@@ -29,7 +51,10 @@ struct cfd_gpu_rollout {
   int capacity, staged_B, staged_H;
   int distinct_dofs;            // every actuator drives its own joint
   double *work, *init, *ctrl, *out;
-  int* error;
+  rollout_flags* flags;
+  int* warn;                    // per instance of the last run
+  int warn_capacity, last_B;
+  long last_warnings;
   cudaStream_t stream;
   cudaEvent_t start, stop;
   float last_ms;
@@ -38,7 +63,7 @@ struct cfd_gpu_rollout {
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __restrict__ init,
                int shared_init, const double* __restrict__ ctrl, double* __restrict__ out,
-               int final_only, double* work, int* error) {
+               int final_only, double* work, rollout_flags* flags, int* warn) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   int n = p.n;
@@ -53,10 +78,11 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
+  int warnings = 0;
   for (int t = 0; t < H; t++) {
-    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B, 1)) {
-      atomicExch(error, CFD_ERR_SINGULAR);
-      return;
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B, 1, &warnings)) {
+      atomicExch(&flags->status, CFD_ERR_SINGULAR);
+      break;
     }
     if (!final_only) {
       double* ot = o + (size_t)(t + 1) * 2 * n;
@@ -65,6 +91,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
   }
   if (final_only)
     for (int i = 0; i < n; i++) o[i] = qpos[(long)i * B], o[n + i] = qvel[(long)i * B];
+  report_warnings(warn, b, warnings, flags);
 }
 
 // Small chains: the state and scratch in local memory, a per-thread array the hardware interleaves
@@ -77,7 +104,7 @@ __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
-                     int* error) {
+                     rollout_flags* flags, int* warn) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   int n = p.n;
@@ -89,10 +116,11 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
+  int warnings = 0;
   for (int t = 0; t < H; t++) {
-    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, 1, 1)) {
-      atomicExch(error, CFD_ERR_SINGULAR);
-      return;
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, 1, 1, &warnings)) {
+      atomicExch(&flags->status, CFD_ERR_SINGULAR);
+      break;
     }
     if (!final_only) {
       double* ot = o + (size_t)(t + 1) * 2 * n;
@@ -101,6 +129,7 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   }
   if (final_only)
     for (int i = 0; i < n; i++) o[i] = qpos[i], o[n + i] = qvel[i];
+  report_warnings(warn, b, warnings, flags);
 }
 
 // Chains in link frames, one instance per group of 8 lanes (aba_lanes.cuh): a thread per instance
@@ -134,12 +163,30 @@ __device__ __forceinline__ void lanes_start(int n, int lane, const double* x0, d
 }
 
 // Actuators: lanes take them in turn where each drives its own joint; lane 0 alone when several
-// share one (their forces then add in the CPU's order).
-__device__ __forceinline__ void lanes_actuators(const cfd_rollout_params& p, int lane, int distinct,
+// share one (their forces then add in the CPU's order). u_t NULL: every control zero; one bad
+// (rollout_step.h): a warning and all zero. Returns whether one was bad.
+__device__ __forceinline__ bool lanes_actuators(const cfd_rollout_params& p, int lane, int distinct,
                                                 const double* u_t, const double* qpos,
                                                 const double* qvel, double* tau, double* diag) {
+  bool bad = false;
+  for (int a = lane; u_t && a < p.nu; a += LANES) bad |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
+  bad = group_any<LANES>(bad);
   for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
-    cfd_rollout_actuator(&p, a, u_t[a], qpos, qvel, tau, diag, 1);
+    cfd_rollout_actuator(&p, a, u_t, bad, qpos, qvel, tau, diag, 1);
+  return bad;
+}
+
+// mj_resetData on the instance's state, lanes taking links in turn
+__device__ __forceinline__ void lanes_reset(const cfd_rollout_params& p, int lane, double* qpos,
+                                            double* qvel) {
+  for (int i = lane; i < p.n; i += LANES) qpos[i] = p.qpos0[i], qvel[i] = 0;
+}
+
+// Any bad entry of x among this lane's links, over the whole group
+__device__ __forceinline__ bool lanes_any_bad(int n, int lane, const double* x) {
+  bool bad = false;
+  for (int i = lane; i < n; i += LANES) bad |= cfd_is_bad(x[i]);
+  return group_any<LANES>(bad);
 }
 
 // Semi-implicit Euler, as cfd_rollout_step, and the state into out's row ot when write.
@@ -159,7 +206,7 @@ __global__ void __launch_bounds__(LANES_BLOCK)
 rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
                      const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
-                     int distinct, double* work, int* error, int use_xch) {
+                     int distinct, double* work, rollout_flags* flags, int* warn, int use_xch) {
   extern __shared__ double sh[];
   __shared__ __align__(16) double xchs[LANES_BLOCK / LANES][CFD_LANES_XCH];
   int n = p.n, lane = threadIdx.x % LANES;
@@ -176,28 +223,55 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   lanes_start(n, lane, x0, qpos, qvel, o, active && !final_only);
   double h = p.h;
-  bool bad = false;
+  bool failed = false;
+  int warnings = 0;
   __syncwarp();
-  for (int t = 0; t < H; t++) {
-    // per link: passive forces and the pose in the parent
-    for (int i = lane; i < n; i += LANES) {
+  // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
+  // whether some pivot was not positive
+  auto forward = [&](const double* u_t) {
+    for (int i = lane; i < n; i += LANES) {  // per link: passive forces and the pose in the parent
       cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
       cfd_aba_link(&c, i, q[i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
     }
     __syncwarp();
-    lanes_actuators(p, lane, distinct, ctrl + ((size_t)b * H + t) * p.nu, qpos, qvel, tau, diag);
+    warnings += lanes_actuators(p, lane, distinct, u_t, qpos, qvel, tau, diag);
     __syncwarp();
     cfd_lanes_velocities(c, lane, qvel, L);
-    bad |= cfd_lanes_backward(c, lane, tau, diag, L, xch);
+    bool singular = cfd_lanes_backward(c, lane, tau, diag, L, xch);
     if (lane == 0) cfd_lanes_accelerations(c, L, qacc);
     __syncwarp();
+    return group_any<LANES>(singular);
+  };
+  for (int t = 0; t < H; t++) {
+    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
+      if (lanes_any_bad(n, lane, k ? qvel : qpos)) {
+        warnings++;
+        if (p.autoreset) lanes_reset(p, lane, qpos, qvel), u_t = NULL;
+        __syncwarp();
+      }
+    bool singular = forward(u_t);
+    if (lanes_any_bad(n, lane, qacc) || singular) {  // mj_checkAcc
+      warnings++;
+      if (p.autoreset) {
+        lanes_reset(p, lane, qpos, qvel);
+        __syncwarp();
+        failed |= forward(NULL);
+      } else if (singular) {
+        for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
+        __syncwarp();
+      }
+    }
     lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
                     active && (!final_only || t == H - 1));
     __syncwarp();
   }
   if (active && final_only && H == 0)
     for (int i = lane; i < n; i += LANES) o[i] = qpos[i], o[n + i] = qvel[i];
-  if (active && bad && lane == 0) atomicExch(error, CFD_ERR_SINGULAR);
+  if (active && lane == 0) {
+    if (failed) atomicExch(&flags->status, CFD_ERR_SINGULAR);
+    report_warnings(warn, b, warnings, flags);
+  }
 }
 
 // Short chains (n <= 32), one instance per group of W lanes (the power of two >= n, at least 4),
@@ -221,7 +295,7 @@ __global__ void __launch_bounds__(WL_BLOCK)
 rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                            const double* __restrict__ init, int shared_init,
                            const double* __restrict__ ctrl, double* __restrict__ out,
-                           int final_only, int* error) {
+                           int final_only, rollout_flags* flags, int* warn) {
   int n = p.n, lane = threadIdx.x % W;
   long b = ((long)blockIdx.x * WL_BLOCK + threadIdx.x) / W;
   bool active = b < B;     // idle groups run along on instance B - 1's inputs (the shuffles need
@@ -240,14 +314,45 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   double x = link ? x0[i] : 0, v = link ? x0[n + i] : 0;  // qpos, qvel of the lane's dof
   if (active && link && !final_only) o[i] = x, o[n + i] = v;
   double h = p.h;
-  bool bad = false;
-  for (int t = 0; t < H; t++) {
+  bool failed = false;
+  int warnings = 0;
+  // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics: this lane's
+  // qacc; *singular when some pivot of the group was not positive
+  auto forward = [&](const double* u_t, bool* singular) {
     double q = 0, tau = 0, diag = 0;
     if (link) cfd_rollout_passive(&p, i, x, v, &q, &tau, &diag);
-    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    bool bad_ctrl = false;  // any control bad, over the group (each lane tests its dof's)
+    for (int a = first; u_t && a <= last; a++)
+      if (p.act_dof[a] == lane) bad_ctrl |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
+    bad_ctrl = group_any<W>(bad_ctrl);
+    warnings += bad_ctrl;
     for (int a = first; a <= last; a++)  // in the CPU's order where several share the dof
-      if (p.act_dof[a] == lane) cfd_rollout_actuator_dof(&p, a, u_t[a], x, v, &tau, &diag);
+      if (p.act_dof[a] == lane)
+        cfd_rollout_actuator_dof(&p, a, u_t, bad_ctrl, x, v, &tau, &diag);
+    bool bad = false;
     double qa = cfd_wl_qacc<W>(L, n, lane, c.gravity, q, v, tau, diag, &bad);
+    *singular = group_any<W>(bad);
+    return qa;
+  };
+  for (int t = 0; t < H; t++) {
+    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
+      if (group_any<W>(link && cfd_is_bad(k ? v : x))) {
+        warnings++;
+        if (p.autoreset) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
+      }
+    bool singular;
+    double qa = forward(u_t, &singular);
+    if (group_any<W>(link && cfd_is_bad(qa)) || singular) {  // mj_checkAcc
+      warnings++;
+      if (p.autoreset) {
+        x = link ? p.qpos0[i] : 0, v = 0;
+        qa = forward(NULL, &singular);
+        failed |= singular;
+      } else if (singular) {
+        qa = NAN;
+      }
+    }
     if (link) {  // semi-implicit Euler, as cfd_rollout_step
       v += h * qa;
       x += h * v;
@@ -258,7 +363,10 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     }
   }
   if (active && link && final_only && H == 0) o[i] = x, o[n + i] = v;
-  if (active && bad) atomicExch(error, CFD_ERR_SINGULAR);
+  if (active && lane == 0) {
+    if (failed) atomicExch(&flags->status, CFD_ERR_SINGULAR);
+    report_warnings(warn, b, warnings, flags);
+  }
 }
 
 // Launches the world lanes kernel with the narrowest group that holds the chain (the caller checks
@@ -270,7 +378,7 @@ static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const dou
   unsigned blocks = (unsigned)((threads + WL_BLOCK - 1) / WL_BLOCK);
 #define WL_LAUNCH(w)                                                                               \
   rollout_world_lanes_kernel<w><<<blocks, WL_BLOCK, 0, r->stream>>>(                              \
-      r->chain_jf, r->params, B, H, init, shared_init, ctrl, out, final_only, r->error)
+      r->chain_jf, r->params, B, H, init, shared_init, ctrl, out, final_only, r->flags, r->warn)
   if (W == 4) WL_LAUNCH(4);
   else if (W == 8) WL_LAUNCH(8);
   else if (W == 16) WL_LAUNCH(16);
@@ -289,7 +397,8 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cudaSetDevice(r->device);
   cfd_gpu_chain_free(&r->chain, &r->chain_jf);
   cudaFree(r->param_block);
-  cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->error);
+  cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
+  cudaFree(r->warn);
   if (r->start) cudaEventDestroy(r->start);
   if (r->stop) cudaEventDestroy(r->stop);
   if (r->stream) cudaStreamDestroy(r->stream);
@@ -355,7 +464,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   }
   r->params.act_dof = (const int*)d;
   if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
-  if (!e) e = cudaMalloc(&r->error, sizeof(int));
+  if (!e) e = cudaMalloc(&r->flags, sizeof(rollout_flags));
   if (e) {
     fail(err, err_size, "uploading the model", e);
     cfd_gpu_rollout_free(r);
@@ -391,6 +500,16 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
     r->capacity = B;
   }
+  if (B > r->warn_capacity) {  // the per-instance warnings, reused
+    cudaFree(r->warn);
+    r->warn = NULL;
+    r->warn_capacity = 0;
+    e = cudaMalloc(&r->warn, sizeof(int) * (size_t)B);
+    if (e) return fail(err, err_size, "out of device memory for the batch's warnings", e);
+    r->warn_capacity = B;
+  }
+  r->last_B = 0;
+  r->last_warnings = 0;
   const double *dinit = init, *dctrl = ctrl;
   double* dout = out;
   if (where == CFD_HOST) {  // staging, reused while the shapes fit
@@ -412,7 +531,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     dctrl = r->ctrl;
     dout = r->out;
   }
-  e = cudaMemsetAsync(r->error, 0, sizeof(int), r->stream);
+  e = cudaMemsetAsync(r->flags, 0, sizeof(rollout_flags), r->stream);
   if (!e) e = cudaEventRecord(r->start, r->stream);
   if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
@@ -423,32 +542,44 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
                                   sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        NULL, r->error, cfd_gpu_lanes_xch);
+        NULL, r->flags, r->warn, cfd_gpu_lanes_xch);
   } else if (cfd_gpu_rollout_lanes && !small && B <= LANES_GLOBAL_MAX_B) {
     rollout_lanes_kernel<true><<<(B + groups - 1) / groups, LANES_BLOCK, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->work, r->error, cfd_gpu_lanes_xch);
+        r->work, r->flags, r->warn, cfd_gpu_lanes_xch);
   } else if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->error);
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
   else
     rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->error);
+        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->flags,
+        r->warn);
   e = cudaGetLastError();
   if (e) return fail(err, err_size, "launching the rollout", e);
-  int status = 0;
+  rollout_flags flags = {0, 0};
   e = cudaEventRecord(r->stop, r->stream);
-  if (!e) e = cudaMemcpyAsync(&status, r->error, sizeof(int), cudaMemcpyDeviceToHost, r->stream);
+  if (!e) e = cudaMemcpyAsync(&flags, r->flags, sizeof flags, cudaMemcpyDeviceToHost, r->stream);
   if (!e && where == CFD_HOST)
     e = cudaMemcpyAsync(out, dout, sizeof(double) * out_n, cudaMemcpyDeviceToHost, r->stream);
   if (!e) e = cudaStreamSynchronize(r->stream);
   if (e) return fail(err, err_size, "running the rollout", e);
   if (cudaEventElapsedTime(&r->last_ms, r->start, r->stop)) r->last_ms = 0;  // timing only
-  if (status) {
-    snprintf(err, err_size, "GPU rollout: %s", cfd_status_str(status));
+  r->last_B = B;
+  r->last_warnings = (long)flags.warnings;
+  if (flags.status) {
+    snprintf(err, err_size, "GPU rollout: %s at the reset state qpos0", cfd_status_str(flags.status));
     return 1;
   }
   return 0;
+}
+
+long cfd_gpu_rollout_last_warnings(const cfd_gpu_rollout* r) { return r->last_warnings; }
+
+int cfd_gpu_rollout_instance_warnings(const cfd_gpu_rollout* r, int* counts, char* err, int err_size) {
+  cudaError_t e = cudaSetDevice(r->device);
+  if (!e && r->last_B)
+    e = cudaMemcpy(counts, r->warn, sizeof(int) * (size_t)r->last_B, cudaMemcpyDeviceToHost);
+  return e ? fail(err, err_size, "copying the warnings down", e) : 0;
 }
 
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return r->last_ms; }

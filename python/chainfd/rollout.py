@@ -8,7 +8,9 @@
     traj = r.run(x0, ctrl)                 # ctrl: (B, H, nu) -> (B, H+1, 2n)
 
 Every step has mj_step's semantics for the models chainfd_rollout accepts; anything else is
-refused when the Rollout is made, with the reason (ChainfdError).
+refused when the Rollout is made, with the reason (ChainfdError). That includes mj_step's bad-state
+handling: an instance whose state, acceleration or control turns NaN or past 1e10 gets MuJoCo's
+warning and reset, the others run on; warnings() says which were reset (a sampler drops them).
 """
 
 import ctypes
@@ -33,6 +35,10 @@ def _functions():
         lib.chainfd_rollout_free.argtypes = [ctypes.c_void_p]
         lib.chainfd_rollout_last_kernel_ms.argtypes = [ctypes.c_void_p]
         lib.chainfd_rollout_last_kernel_ms.restype = ctypes.c_double
+        lib.chainfd_rollout_warnings.argtypes = [ctypes.c_void_p]
+        lib.chainfd_rollout_warnings.restype = ctypes.c_long
+        lib.chainfd_rollout_instance_warnings.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                                          ctypes.c_char_p, ctypes.c_int]
         lib.chainfd_host_alloc.argtypes = [ctypes.c_size_t]
         lib.chainfd_host_alloc.restype = ctypes.c_void_p
         lib.chainfd_host_free.argtypes = [ctypes.c_void_p]
@@ -94,7 +100,23 @@ class Rollout:
                                              _HOST, err, 1024)
         if code:
             raise ChainfdError(code, err.value.decode())
+        self._last_B = B
         return out
+
+    def warnings(self):
+        """The last run's bad-state warnings per instance (int32, shape (B,)): how many times
+        mj_step would have warned (bad qpos, qvel, qacc or ctrl) and, with autoreset, reset it.
+        Zero for every instance in a sound run (the total alone: total_warnings())."""
+        counts = np.zeros(getattr(self, "_last_B", 0), dtype=np.int32)
+        err = ctypes.create_string_buffer(1024)
+        if counts.size and self._lib.chainfd_rollout_instance_warnings(
+                self._handle, counts.ctypes.data, err, 1024):
+            raise ChainfdError(1, err.value.decode())
+        return counts
+
+    def total_warnings(self):
+        """The last run's bad-state warnings over every instance (no copy from the device)."""
+        return self._lib.chainfd_rollout_warnings(self._handle)
 
     def last_kernel_ms(self):
         return self._lib.chainfd_rollout_last_kernel_ms(self._handle)
