@@ -227,14 +227,15 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   int warnings = 0;
   __syncwarp();
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
-  // whether some pivot was not positive
-  auto forward = [&](const double* u_t) {
+  // whether some pivot was not positive, and (bad_ctrl) some control bad. Every lane of the warp
+  // calls it together (its exchanges and ballots span the warp's four groups).
+  auto forward = [&](const double* u_t, bool* bad_ctrl) {
     for (int i = lane; i < n; i += LANES) {  // per link: passive forces and the pose in the parent
       cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
       cfd_aba_link(&c, i, q[i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
     }
     __syncwarp();
-    warnings += lanes_actuators(p, lane, distinct, u_t, qpos, qvel, tau, diag);
+    *bad_ctrl = lanes_actuators(p, lane, distinct, u_t, qpos, qvel, tau, diag);
     __syncwarp();
     cfd_lanes_velocities(c, lane, qvel, L);
     bool singular = cfd_lanes_backward(c, lane, tau, diag, L, xch);
@@ -248,20 +249,22 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
       if (lanes_any_bad(n, lane, k ? qvel : qpos)) {
         warnings++;
         if (p.autoreset) lanes_reset(p, lane, qpos, qvel), u_t = NULL;
-        __syncwarp();
       }
-    bool singular = forward(u_t);
-    if (lanes_any_bad(n, lane, qacc) || singular) {  // mj_checkAcc
-      warnings++;
-      if (p.autoreset) {
-        lanes_reset(p, lane, qpos, qvel);
-        __syncwarp();
-        failed |= forward(NULL);
-      } else if (singular) {
-        for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
-        __syncwarp();
-      }
+    __syncwarp();
+    bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
+    warnings += bad_ctrl;
+    bool redo = lanes_any_bad(n, lane, qacc) || singular;  // mj_checkAcc
+    warnings += redo;
+    if (p.autoreset && __any_sync(0xffffffffu, redo)) {
+      // the whole warp takes the second pass; groups whose step was sound take it again as it was
+      if (redo) lanes_reset(p, lane, qpos, qvel), u_t = NULL;
+      __syncwarp();
+      singular = forward(u_t, &bad_ctrl);
+      failed |= redo && singular;
+    } else if (!p.autoreset && redo && singular) {
+      for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
     }
+    __syncwarp();
     lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
                     active && (!final_only || t == H - 1));
     __syncwarp();
@@ -317,15 +320,16 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   bool failed = false;
   int warnings = 0;
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics: this lane's
-  // qacc; *singular when some pivot of the group was not positive
-  auto forward = [&](const double* u_t, bool* singular) {
+  // qacc; *singular when some pivot of the group was not positive, *bad_ctrl when some control was
+  // bad. Every lane of the warp calls it together (its shuffles and ballots span the warp).
+  auto forward = [&](const double* u_t, bool* singular, bool* bad_ctrl_out) {
     double q = 0, tau = 0, diag = 0;
     if (link) cfd_rollout_passive(&p, i, x, v, &q, &tau, &diag);
     bool bad_ctrl = false;  // any control bad, over the group (each lane tests its dof's)
     for (int a = first; u_t && a <= last; a++)
       if (p.act_dof[a] == lane) bad_ctrl |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
     bad_ctrl = group_any<W>(bad_ctrl);
-    warnings += bad_ctrl;
+    *bad_ctrl_out = bad_ctrl;
     for (int a = first; a <= last; a++)  // in the CPU's order where several share the dof
       if (p.act_dof[a] == lane)
         cfd_rollout_actuator_dof(&p, a, u_t, bad_ctrl, x, v, &tau, &diag);
@@ -341,17 +345,18 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
         warnings++;
         if (p.autoreset) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
       }
-    bool singular;
-    double qa = forward(u_t, &singular);
-    if (group_any<W>(link && cfd_is_bad(qa)) || singular) {  // mj_checkAcc
-      warnings++;
-      if (p.autoreset) {
-        x = link ? p.qpos0[i] : 0, v = 0;
-        qa = forward(NULL, &singular);
-        failed |= singular;
-      } else if (singular) {
-        qa = NAN;
-      }
+    bool singular, bad_ctrl;
+    double qa = forward(u_t, &singular, &bad_ctrl);
+    warnings += bad_ctrl;
+    bool redo = group_any<W>(link && cfd_is_bad(qa)) || singular;  // mj_checkAcc
+    warnings += redo;
+    if (p.autoreset && __any_sync(0xffffffffu, redo)) {
+      // the whole warp takes the second pass; groups whose step was sound take it again as it was
+      if (redo) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
+      qa = forward(u_t, &singular, &bad_ctrl);
+      failed |= redo && singular;
+    } else if (!p.autoreset && redo && singular) {
+      qa = NAN;
     }
     if (link) {  // semi-implicit Euler, as cfd_rollout_step
       v += h * qa;
