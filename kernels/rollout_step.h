@@ -19,7 +19,9 @@
 // (with qacc NaN where the system was singular). A joint-space system with no positive pivot counts as a bad qacc (mj_step would
 // factor it anyway; only a bad state or an implicitfast gain that outweighs damping makes one).
 // The qacc tested is the step's, with the joint-diagonal term (mj_checkAcc's is without it): the
-// two verdicts differ only for an acceleration near mjMAXVAL.
+// two verdicts differ for an acceleration near mjMAXVAL, and where that term itself is bad (a bad
+// control on a velocity-dependent gain, implicitfast), which is taken as MuJoCo takes it: no
+// warning, a NaN step, the reset by mj_checkPos at the next step.
 #ifndef CHAINFD_ROLLOUT_STEP_H
 #define CHAINFD_ROLLOUT_STEP_H
 
@@ -147,7 +149,8 @@ CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, 
 CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
                             double* work, long stride, int lean, int* warnings) {
   int n = p->n;
-  double* qacc = work + (long)(cfd_aba_link_doubles(lean) + 3) * n * stride;
+  double* diag = work + (long)(cfd_aba_link_doubles(lean) + 2) * n * stride;
+  double* qacc = diag + (long)n * stride;
   double* qpos = qacc + (long)n * stride;
   double* qvel = qpos + (long)n * stride;
   double h = p->h;
@@ -157,7 +160,11 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
       if (p->autoreset) cfd_rollout_reset(p, qpos, qvel, stride), ctrl = NULL;
     }
   int st = cfd_rollout_forward(c, p, ctrl, work, stride, lean, warnings);
-  if (st || cfd_any_bad(qacc, n, stride)) {  // mj_checkAcc
+  if (cfd_any_bad(diag, n, stride)) {
+    // a bad control's velocity derivative (implicitfast): mj_checkAcc tests the acceleration
+    // without it and passes; the implicit solve then gives NaN, and mj_checkPos acts next step
+    for (int i = 0; i < n; i++) qacc[i * stride] = NAN;
+  } else if (st || cfd_any_bad(qacc, n, stride)) {  // mj_checkAcc
     ++*warnings;
     if (p->autoreset) {
       cfd_rollout_reset(p, qpos, qvel, stride);

@@ -19,8 +19,10 @@
 // warning; the instance is then reset as mj_resetData does (qpos0, qvel 0, controls 0 for the
 // rest of that step) and, after a bad qacc, its dynamics taken again from there; with
 // mjDSBL_AUTORESET it goes on bad instead. A joint-space system with no positive pivot counts as a
-// bad qacc. The other instances are unaffected; chainfd_rollout_warnings and
-// chainfd_rollout_instance_warnings say which were reset, so that a sampler can drop them.
+// bad qacc; a bad control (NaN or past 1e10 after clamping) is a warning too, and the step's
+// forces take every control zero (mj_fwdActuation). The other instances are unaffected;
+// chainfd_rollout_warnings and chainfd_rollout_instance_warnings say which instances had trouble
+// (were reset, or had their controls zeroed), so that a sampler can drop them.
 // chainfd_rollout_run returns 0, or 1 with the reason in err (e.g. a joint-space system that is
 // singular even at qpos0); after an error out's contents are unspecified.
 #ifndef CHAINFD_ROLLOUT_H
@@ -56,8 +58,10 @@ CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const do
 // from malloc'd memory). Plain malloc where there is no GPU. Free with chainfd_host_free.
 CHAINFD_API void* chainfd_host_alloc(size_t bytes);
 CHAINFD_API void chainfd_host_free(void* p);
-// The last run's bad-state warnings (mjWARN_BADQPOS, BADQVEL, BADQACC as mj_step would count
-// them): the total, cheap; and per instance into counts[B], copied from the device(s) when asked.
+// The last run's bad-state warnings (mjWARN_BADQPOS, BADQVEL, BADQACC, BADCTRL, each one mj_step
+// raises; its d->warning counters forget those raised before a reset in the same step): the total,
+// cheap; and per instance into counts[B], copied from the device(s) when asked. After a failed run:
+// none (B = 0).
 CHAINFD_API long chainfd_rollout_warnings(const chainfd_rollout* r);
 CHAINFD_API int chainfd_rollout_instance_warnings(const chainfd_rollout* r, int* counts, char* err,
                                                   int err_size);

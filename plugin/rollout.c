@@ -284,6 +284,8 @@ static int run_split(chainfd_rollout* r, int B, int H, const double* init, int s
       snprintf(err, err_size, "GPU %d: %s", k, shares[k].err);
     }
   }
+  if (status)  // no warnings to report from a failed run
+    for (int k = 0; k < r->ngpu; k++) r->last_B[k] = 0;
   return status;
 }
 
@@ -338,6 +340,7 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
       if (st) {
         snprintf(err, err_size, "rollout: instance %d step %d: %s at the reset state qpos0", b, t,
                  cfd_status_str(st));
+        r->last_B[0] = 0;  // no warnings to report from a failed run
         return 1;
       }
       if (!final_only) {

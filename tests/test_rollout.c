@@ -293,6 +293,16 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 20, CHAINFD_ALL_GPUS, 1);
     gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 37, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
+    // groups of 4 (a bad control's bad implicitfast derivative, both autoreset settings) and 32;
+    // the thread per instance with autoreset off
+    for (int plant = 1; plant <= 2; plant++)
+      gpu_against_cpu_ex(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 19, 20, 0, plant);
+    gpu_against_cpu_ex("chain:32,random=1,seed=7,damping=0.1,armature=0.02,actuators=1", mjINT_EULER,
+                       11, 20, 0, 1);
+    cfd_gpu_rollout_lanes = 0;
+    gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 8, 0, 2);
+    gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
+    cfd_gpu_rollout_lanes = 1;
     TEST_EXIT();
   }
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
@@ -313,6 +323,10 @@ int main(int argc, char** argv) {
   bad_states_against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 0);
   bad_states_against_mujoco("chain:20,random=1,seed=4,damping=0.3,armature=0.05,stiffness=1,actuators=1",
                             mjINT_IMPLICITFAST, 1);
+  // a NaN control on a velocity-dependent gain under implicitfast: no mj_checkAcc warning, a NaN
+  // step, mj_checkPos's reset the step after
+  bad_states_against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 1);
+  bad_states_against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 0);
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
   refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");

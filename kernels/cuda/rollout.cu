@@ -253,7 +253,8 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     __syncwarp();
     bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
     warnings += bad_ctrl;
-    bool redo = lanes_any_bad(n, lane, qacc) || singular;  // mj_checkAcc
+    bool bad_diag = lanes_any_bad(n, lane, diag);  // as in cfd_rollout_step
+    bool redo = !bad_diag && (lanes_any_bad(n, lane, qacc) || singular);  // mj_checkAcc
     warnings += redo;
     if (p.autoreset && __any_sync(0xffffffffu, redo)) {
       // the whole warp takes the second pass; groups whose step was sound take it again as it was
@@ -261,9 +262,9 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
       __syncwarp();
       singular = forward(u_t, &bad_ctrl);
       failed |= redo && singular;
-    } else if (!p.autoreset && redo && singular) {
-      for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
     }
+    if (bad_diag || (!p.autoreset && redo && singular))
+      for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
     __syncwarp();
     lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
                     active && (!final_only || t == H - 1));
@@ -322,7 +323,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics: this lane's
   // qacc; *singular when some pivot of the group was not positive, *bad_ctrl when some control was
   // bad. Every lane of the warp calls it together (its shuffles and ballots span the warp).
-  auto forward = [&](const double* u_t, bool* singular, bool* bad_ctrl_out) {
+  auto forward = [&](const double* u_t, bool* singular, bool* bad_ctrl_out, bool* bad_diag) {
     double q = 0, tau = 0, diag = 0;
     if (link) cfd_rollout_passive(&p, i, x, v, &q, &tau, &diag);
     bool bad_ctrl = false;  // any control bad, over the group (each lane tests its dof's)
@@ -336,6 +337,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     bool bad = false;
     double qa = cfd_wl_qacc<W>(L, n, lane, c.gravity, q, v, tau, diag, &bad);
     *singular = group_any<W>(bad);
+    *bad_diag = group_any<W>(link && cfd_is_bad(diag));
     return qa;
   };
   for (int t = 0; t < H; t++) {
@@ -345,19 +347,19 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
         warnings++;
         if (p.autoreset) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
       }
-    bool singular, bad_ctrl;
-    double qa = forward(u_t, &singular, &bad_ctrl);
+    bool singular, bad_ctrl, bad_diag, ignored;
+    double qa = forward(u_t, &singular, &bad_ctrl, &bad_diag);
     warnings += bad_ctrl;
-    bool redo = group_any<W>(link && cfd_is_bad(qa)) || singular;  // mj_checkAcc
+    // as in cfd_rollout_step: a bad joint-diagonal term, a NaN step; else mj_checkAcc
+    bool redo = !bad_diag && (group_any<W>(link && cfd_is_bad(qa)) || singular);
     warnings += redo;
     if (p.autoreset && __any_sync(0xffffffffu, redo)) {
       // the whole warp takes the second pass; groups whose step was sound take it again as it was
       if (redo) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
-      qa = forward(u_t, &singular, &bad_ctrl);
+      qa = forward(u_t, &singular, &bad_ctrl, &ignored);
       failed |= redo && singular;
-    } else if (!p.autoreset && redo && singular) {
-      qa = NAN;
     }
+    if (bad_diag || (!p.autoreset && redo && singular)) qa = NAN;
     if (link) {  // semi-implicit Euler, as cfd_rollout_step
       v += h * qa;
       x += h * v;
@@ -486,6 +488,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     snprintf(err, err_size, "GPU rollout: need B >= 1 and H >= 0 (got B=%d, H=%d)", B, H);
     return 1;
   }
+  r->last_B = 0;  // until this run succeeds
+  r->last_warnings = 0;
   cudaError_t e = cudaSetDevice(r->device);
   if (e) return fail(err, err_size, "selecting the device", e);
   int n = r->n;
@@ -513,8 +517,6 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     if (e) return fail(err, err_size, "out of device memory for the batch's warnings", e);
     r->warn_capacity = B;
   }
-  r->last_B = 0;
-  r->last_warnings = 0;
   const double *dinit = init, *dctrl = ctrl;
   double* dout = out;
   if (where == CFD_HOST) {  // staging, reused while the shapes fit
@@ -569,12 +571,12 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (!e) e = cudaStreamSynchronize(r->stream);
   if (e) return fail(err, err_size, "running the rollout", e);
   if (cudaEventElapsedTime(&r->last_ms, r->start, r->stop)) r->last_ms = 0;  // timing only
-  r->last_B = B;
-  r->last_warnings = (long)flags.warnings;
   if (flags.status) {
     snprintf(err, err_size, "GPU rollout: %s at the reset state qpos0", cfd_status_str(flags.status));
     return 1;
   }
+  r->last_B = B;
+  r->last_warnings = (long)flags.warnings;
   return 0;
 }
 

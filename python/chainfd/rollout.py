@@ -98,14 +98,15 @@ class Rollout:
         code = self._lib.chainfd_rollout_run(self._handle, B, H, init.ctypes.data, int(shared),
                                              ctrl.ctypes.data, out.ctypes.data, int(final_only),
                                              _HOST, err, 1024)
+        self._last_B = 0 if code else B  # a failed run reports no warnings
         if code:
             raise ChainfdError(code, err.value.decode())
-        self._last_B = B
         return out
 
     def warnings(self):
         """The last run's bad-state warnings per instance (int32, shape (B,)): how many times
-        mj_step would have warned (bad qpos, qvel, qacc or ctrl) and, with autoreset, reset it.
+        mj_step would have warned (bad qpos, qvel or qacc: a reset with autoreset; bad ctrl: the
+        step's controls zeroed).
         Zero for every instance in a sound run (the total alone: total_warnings())."""
         counts = np.zeros(getattr(self, "_last_B", 0), dtype=np.int32)
         err = ctypes.create_string_buffer(1024)
