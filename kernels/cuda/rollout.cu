@@ -254,7 +254,8 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
     warnings += bad_ctrl;
     bool bad_diag = lanes_any_bad(n, lane, diag);  // as in cfd_rollout_step
-    bool redo = !bad_diag && (lanes_any_bad(n, lane, qacc) || singular);  // mj_checkAcc
+    bool bad_acc = lanes_any_bad(n, lane, qacc);  // (a ballot: every lane, so never short-circuited)
+    bool redo = !bad_diag && (bad_acc || singular);  // mj_checkAcc
     warnings += redo;
     if (p.autoreset && __any_sync(0xffffffffu, redo)) {
       // the whole warp takes the second pass; groups whose step was sound take it again as it was
@@ -351,7 +352,8 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     double qa = forward(u_t, &singular, &bad_ctrl, &bad_diag);
     warnings += bad_ctrl;
     // as in cfd_rollout_step: a bad joint-diagonal term, a NaN step; else mj_checkAcc
-    bool redo = !bad_diag && (group_any<W>(link && cfd_is_bad(qa)) || singular);
+    bool bad_acc = group_any<W>(link && cfd_is_bad(qa));  // (a ballot: never short-circuited)
+    bool redo = !bad_diag && (bad_acc || singular);
     warnings += redo;
     if (p.autoreset && __any_sync(0xffffffffu, redo)) {
       // the whole warp takes the second pass; groups whose step was sound take it again as it was
