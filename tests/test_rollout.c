@@ -21,6 +21,18 @@ static double rel_diff_nan(const double* a, const double* b, size_t count) {
   return worst;
 }
 
+// B random starts (MuJoCo's random states from qpos0) and controls in [-1, 1] for H steps
+static void random_inputs(const mjModel* m, mjData* d, int B, int H, unsigned long long seed,
+                          double* init, double* ctrl) {
+  cfd_rng rng = {seed};
+  for (int b = 0; b < B; b++) {
+    mj_resetData(m, d);
+    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+    chainfd_rollout_get_state(m, d, init + (size_t)b * 2 * m->nv);
+  }
+  for (size_t k = 0; k < (size_t)B * H * m->nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+}
+
 // whether some entry is NaN or past 1e10 (MuJoCo's mju_isBad)
 static int any_bad(const double* x, int count) {
   for (int k = 0; k < count; k++)
@@ -56,13 +68,7 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
   double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
   double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
   double* mj = malloc(sizeof(double) * 2 * n);
-  cfd_rng rng = {5};
-  for (int b = 0; b < B; b++) {
-    mj_resetData(m, d);
-    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
-    chainfd_rollout_get_state(m, d, init + (size_t)b * 2 * n);
-  }
-  for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  random_inputs(m, d, B, H, 5, init, ctrl);
   EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
   double worst_pos = 0, worst_vel = 0;
   for (int b = 0; b < B; b++) {
@@ -166,13 +172,7 @@ static void bad_states_against_mujoco(const char* spec, int integrator, int auto
   double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
   double* mj = malloc(sizeof(double) * 2 * n);
   int counts[5];
-  cfd_rng rng = {21};
-  for (int b = 0; b < B; b++) {
-    mj_resetData(m, d);
-    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
-    chainfd_rollout_get_state(m, d, init + (size_t)b * 2 * n);
-  }
-  for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  random_inputs(m, d, B, H, 21, init, ctrl);
   plant_bad(B, H, n, nu, init, ctrl);
   mju_user_warning = quiet;
   EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
