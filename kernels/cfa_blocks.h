@@ -68,29 +68,64 @@ CFD_HD int cfd_inertia_inverse(const double J[36], double Jinv[36]) {
 }
 
 // The diagonal block P_i^T K_ii P_i of link i. Jinv_prev / G_i are ignored for i = 0 (pass NULL).
+// Row by row, so that a GPU thread holds K and a row of a product, not three 6x6 temporaries.
 CFD_HD void cfd_cfa_diag_block(const double* CFD_RESTRICT Jinv, const double* CFD_RESTRICT Jinv_prev,
                                const double* CFD_RESTRICT G, const double* CFD_RESTRICT P,
                                double* CFD_RESTRICT Dblk) {
-  double K[36], T[36], T2[36];
+  double K[36];
   for (int k = 0; k < 36; k++) K[k] = Jinv[k];
   if (Jinv_prev) {
-    cfd_mat6_mul(G, 0, Jinv_prev, 0, T);  // G J^-1_{i-1} G^T
-    cfd_mat6_mul(T, 0, G, 1, T2);
-    for (int k = 0; k < 36; k++) K[k] += T2[k];
+    for (int r = 0; r < 6; r++) {  // row r of G J^-1_{i-1} G^T
+      double t[6];
+      for (int c = 0; c < 6; c++) {
+        double s = 0;
+        for (int k = 0; k < 6; k++) s += G[6 * r + k] * Jinv_prev[6 * k + c];
+        t[c] = s;
+      }
+      for (int c = 0; c < 6; c++) {
+        double s = 0;
+        for (int k = 0; k < 6; k++) s += t[k] * G[6 * c + k];
+        K[6 * r + c] += s;
+      }
+    }
   }
-  cfd_mat6_mul(K, 0, P, 0, T);
-  cfd_mat6_mul(P, 1, T, 0, Dblk);
+  for (int r = 0; r < 6; r++) {  // row r of P^T K P
+    double t[6];
+    for (int c = 0; c < 6; c++) {
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += P[6 * k + r] * K[6 * k + c];
+      t[c] = s;
+    }
+    for (int c = 0; c < 6; c++) {
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += t[k] * P[6 * k + c];
+      Dblk[6 * r + c] = s;
+    }
+  }
 }
 
-// The upper block P_i^T K_{i,i+1} P_{i+1} = -P_i^T J_i^-1 G_{i+1}^T P_{i+1}.
+// The upper block P_i^T K_{i,i+1} P_{i+1} = -P_i^T J_i^-1 G_{i+1}^T P_{i+1}, column by column.
 CFD_HD void cfd_cfa_upper_block(const double* CFD_RESTRICT Jinv, const double* CFD_RESTRICT G_next,
                                 const double* CFD_RESTRICT P, const double* CFD_RESTRICT P_next,
                                 double* CFD_RESTRICT Ublk) {
-  double T[36], T2[36];
-  cfd_mat6_mul(G_next, 1, P_next, 0, T);  // G^T P_{i+1}
-  cfd_mat6_mul(Jinv, 0, T, 0, T2);
-  cfd_mat6_mul(P, 1, T2, 0, T);
-  for (int k = 0; k < 36; k++) Ublk[k] = -T[k];
+  for (int c = 0; c < 6; c++) {
+    double t[6], t2[6];
+    for (int r = 0; r < 6; r++) {  // column c of G^T P_{i+1}
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += G_next[6 * k + r] * P_next[6 * k + c];
+      t[r] = s;
+    }
+    for (int r = 0; r < 6; r++) {  // of J^-1 G^T P_{i+1}
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += Jinv[6 * r + k] * t[k];
+      t2[r] = s;
+    }
+    for (int r = 0; r < 6; r++) {
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += P[6 * k + r] * t2[k];
+      Ublk[6 * r + c] = -s;
+    }
+  }
 }
 
 // One level of odd-even elimination (paper 000 eq. 19, Algorithm 2), row by row. Equation i
@@ -101,10 +136,11 @@ CFD_HD void cfd_cfa_upper_block(const double* CFD_RESTRICT Jinv, const double* C
 // symmetric solve each (D_{i+s} e = (row c of U_i)^T, D_{i-s} k = column c of U_{i-s}), so the six
 // rows are independent: the CPU runs them in turn, the GPU on six threads.
 
-// The Cholesky factor of D_j into L (36), for the solves with it. Returns nonzero when singular.
+// The Cholesky factor of D_j into L (36; reciprocal diagonal, cfd_chol6_factor_rdiag), for the
+// solves with it. Returns nonzero when singular.
 CFD_HD int cfd_oee_factor(const double* D, int j, double L[36]) {
   for (int k = 0; k < 36; k++) L[k] = D[36 * j + k];
-  return cfd_chol_factor(L, 6, 6);
+  return cfd_chol6_factor_rdiag(L);
 }
 
 // Row c of equation i's update, in parts, so that a GPU thread holds one 6x6 factor at a time:
@@ -127,7 +163,7 @@ CFD_HD void cfd_oee_row_next(int i, int s, int c, const double* CFD_RESTRICT L,
   const double* Ui = U + 36 * i;
   const double* Rs = R + 6 * (i + s);
   for (int m = 0; m < 6; m++) a->e[m] = Ui[6 * c + m];
-  cfd_chol_solve(L, 6, 6, a->e, 1, 1);
+  cfd_chol6_solve_rdiag(L, a->e);
   for (int m = 0; m < 6; m++) {  // row c of E_i U_i^T
     double t = 0;
     for (int j = 0; j < 6; j++) t += a->e[j] * Ui[6 * m + j];
@@ -145,7 +181,7 @@ CFD_HD void cfd_oee_row_prev(int i, int s, int c, const double* CFD_RESTRICT L,
   const double* Um = U + 36 * (i - s);
   const double* Rm = R + 6 * (i - s);
   for (int m = 0; m < 6; m++) a->k[m] = Um[6 * m + c];
-  cfd_chol_solve(L, 6, 6, a->k, 1, 1);
+  cfd_chol6_solve_rdiag(L, a->k);
   for (int m = 0; m < 6; m++) {  // row c of K_i U_{i-s}
     double t = 0;
     for (int j = 0; j < 6; j++) t += a->k[j] * Um[6 * j + m];

@@ -281,6 +281,49 @@ CFD_HD void cfd_chol_solve(const double* L, int n, int lda, double* b, int nrhs,
   }
 }
 
+// The 6x6 Cholesky of CFA's elimination, which factors a block for every row of every level:
+// the diagonal holds 1/L_jj (one reciprocal square root per column) so that the solves multiply
+// instead of divide (a double division or square root is a long instruction sequence on a GPU,
+// and these are the elimination's critical path). Returns 0, or k+1 when the k-th pivot is not
+// positive.
+CFD_HD double cfd_rsqrt(double x) {
+#ifdef __CUDA_ARCH__
+  return rsqrt(x);
+#else
+  return 1 / sqrt(x);
+#endif
+}
+
+CFD_HD int cfd_chol6_factor_rdiag(double* A) {
+  CFD_UNROLL for (int j = 0; j < 6; j++) {
+    double d = A[7 * j];
+    CFD_UNROLL for (int k = 0; k < j; k++) d -= A[6 * j + k] * A[6 * j + k];
+    if (!(d > 0)) return j + 1;
+    double inv = cfd_rsqrt(d);
+    A[7 * j] = inv;
+    CFD_UNROLL for (int i = j + 1; i < 6; i++) {
+      double s = A[6 * i + j];
+      CFD_UNROLL for (int k = 0; k < j; k++) s -= A[6 * i + k] * A[6 * j + k];
+      A[6 * i + j] = s * inv;
+    }
+  }
+  return 0;
+}
+
+// Solve L L^T x = b in place for one 6-vector, L from cfd_chol6_factor_rdiag.
+CFD_HD void cfd_chol6_solve_rdiag(const double* CFD_RESTRICT L, double* CFD_RESTRICT b) {
+  CFD_UNROLL for (int i = 0; i < 6; i++) {
+    double s = b[i];
+    CFD_UNROLL for (int k = 0; k < i; k++) s -= L[6 * i + k] * b[k];
+    b[i] = s * L[7 * i];
+  }
+  CFD_UNROLL for (int i = 5; i >= 0; i--) {
+    double s = b[i];
+    CFD_UNROLL for (int k = i + 1; k < 6; k++) s -= L[6 * k + i] * b[k];
+    b[i] = s * L[7 * i];
+  }
+}
+
 // ---- comparing results ---------------------------------------------------------------------------
 
 // ||a - b||_inf / ||b||_inf (absolute when b is zero); NaN when either holds NaN: the error

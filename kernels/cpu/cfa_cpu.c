@@ -63,8 +63,8 @@ static int solve(int n, const double* D0, const double* U0, const double* dj, co
   // the system is block diagonal now; the factors stay in D for later right-hand sides (an even
   // number of swaps leaves them where a refinement finds them: the caller's D, or D2)
   for (int i = 0; i < n; i++) {
-    if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) return CFD_ERR_SINGULAR;
-    cfd_chol_solve(D + 36 * i, 6, 6, Rh + 6 * i, 1, 1);
+    if (!refine && cfd_chol6_factor_rdiag(D + 36 * i)) return CFD_ERR_SINGULAR;
+    cfd_chol6_solve_rdiag(D + 36 * i, Rh + 6 * i);
   }
   // 5. qdd from the f-rows
   for (int i = 0; i < n; i++) {

@@ -139,8 +139,8 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
   double* D = flip ? v.D2 : v.D;  // block diagonal now
   double* R = flip ? v.R2 : v.R;
   for (int i = lt; i < n; i += GT) {
-    if (!refine && cfd_chol_factor(D + 36 * i, 6, 6)) atomicExch(error, CFD_ERR_SINGULAR);
-    else cfd_chol_solve(D + 36 * i, 6, 6, R + 6 * i, 1, 1);
+    if (!refine && cfd_chol6_factor_rdiag(D + 36 * i)) atomicExch(error, CFD_ERR_SINGULAR);
+    else cfd_chol6_solve_rdiag(D + 36 * i, R + 6 * i);
   }
   cluster_sync(cl);
   cfa_mark(profile, gt, mk);  // block-diagonal solve
