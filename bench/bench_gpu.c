@@ -359,7 +359,7 @@ static void fig2(int max_n, double budget) {
 // CFA on one chain, launch layouts side by side (the kernel-variant record DESIGN 5 asks for):
 // threads per block x blocks per cluster, with and without iterative refinement, beside
 // mj_forward. n = 1023 is the longest chain MuJoCo 4.0 compiles; longer ones are tiled.
-static void cfa_layouts(int max_n, double budget) {
+static void cfa_layouts(int min_n, int max_n, double budget) {
   static const int layouts[][2] = {{0, 0}, {128, 1}, {128, 4}, {128, 16}, {256, 8}, {256, 16},
                                    {384, 8}, {384, 16}};
   static const int sizes[] = {64, 200, 256, 1023, 1024, 4096, 16384};
@@ -369,6 +369,7 @@ static void cfa_layouts(int max_n, double budget) {
   for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
     int n = sizes[k];
     if (n > max_n) break;
+    if (n < min_n) continue;
     char spec[128];
     snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
     model_set s;
@@ -706,17 +707,18 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
 
 int main(int argc, char** argv) {
   const char* out = ".";
-  int max_n = 16384, maxB = 65536;
+  int min_n = 1, max_n = 16384, maxB = 65536;
   const char* only = NULL;  // --only cfa|abia|fig2|fig3|rollout|multigpu
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--min-n") && i + 1 < argc) min_n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout|multigpu]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout|multigpu]\n");
       return 2;
     }
   }
@@ -737,7 +739,7 @@ int main(int argc, char** argv) {
 
   char arm[1024];
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
-  if (!only || !strcmp(only, "cfa")) cfa_layouts(max_n, budget);
+  if (!only || !strcmp(only, "cfa")) cfa_layouts(min_n, max_n, budget);
   if (!only || !strcmp(only, "abia")) abia_variants(arm, budget);
   if (!only || !strcmp(only, "fig2")) fig2(max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
