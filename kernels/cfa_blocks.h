@@ -143,7 +143,7 @@ CFD_HD int cfd_oee_factor(const double* D, int j, double L[36]) {
   return cfd_chol6_factor_rdiag(L);
 }
 
-// Row c of equation i's update, in parts, so that a GPU thread holds one 6x6 factor at a time:
+// Row c of equation i's update, in parts, so that a GPU thread can take one row (cuda/cfa.cu):
 // begin (row c of D_i, R_i[c]), next (with the factor L of D_{i+s}: row c of E_i, and E_i's terms),
 // prev (with the factor of D_{i-s}: row c of K_i, and K_i's terms), end (the next level's rows).
 typedef struct {
@@ -156,12 +156,11 @@ CFD_HD void cfd_oee_row_begin(int i, int c, const double* CFD_RESTRICT D,
   a->r = R[6 * i + c];
 }
 
-// i + s < n: E_i = U_i D_{i+s}^-1, so row c of E_i solves D_{i+s} e = (row c of U_i)^T
-CFD_HD void cfd_oee_row_next(int i, int s, int c, const double* CFD_RESTRICT L,
-                             const double* CFD_RESTRICT U, const double* CFD_RESTRICT R,
-                             cfd_oee_rowacc* a) {
-  const double* Ui = U + 36 * i;
-  const double* Rs = R + 6 * (i + s);
+// i + s < n: E_i = U_i D_{i+s}^-1, so row c of E_i solves D_{i+s} e = (row c of U_i)^T.
+// L: the factor of D_{i+s}; Ui = U_i, Rs = R_{i+s}. With U_i = 0 (no equation i + s: U_i is zero
+// then at every level) the contributions are exact zeros, whatever L and Rs are.
+CFD_HD void cfd_oee_row_next(int c, const double* CFD_RESTRICT L, const double* CFD_RESTRICT Ui,
+                             const double* CFD_RESTRICT Rs, cfd_oee_rowacc* a) {
   for (int m = 0; m < 6; m++) a->e[m] = Ui[6 * c + m];
   cfd_chol6_solve_rdiag(L, a->e);
   for (int m = 0; m < 6; m++) {  // row c of E_i U_i^T
@@ -174,12 +173,10 @@ CFD_HD void cfd_oee_row_next(int i, int s, int c, const double* CFD_RESTRICT L,
   a->r -= t;
 }
 
-// i >= s: K_i = U_{i-s}^T D_{i-s}^-1, so row c of K_i solves D_{i-s} k = column c of U_{i-s}
-CFD_HD void cfd_oee_row_prev(int i, int s, int c, const double* CFD_RESTRICT L,
-                             const double* CFD_RESTRICT U, const double* CFD_RESTRICT R,
-                             cfd_oee_rowacc* a) {
-  const double* Um = U + 36 * (i - s);
-  const double* Rm = R + 6 * (i - s);
+// i >= s: K_i = U_{i-s}^T D_{i-s}^-1, so row c of K_i solves D_{i-s} k = column c of U_{i-s}.
+// L: the factor of D_{i-s}; Um = U_{i-s}, Rm = R_{i-s} (a zero Um contributes exact zeros).
+CFD_HD void cfd_oee_row_prev(int c, const double* CFD_RESTRICT L, const double* CFD_RESTRICT Um,
+                             const double* CFD_RESTRICT Rm, cfd_oee_rowacc* a) {
   for (int m = 0; m < 6; m++) a->k[m] = Um[6 * m + c];
   cfd_chol6_solve_rdiag(L, a->k);
   for (int m = 0; m < 6; m++) {  // row c of K_i U_{i-s}
@@ -223,8 +220,8 @@ CFD_HD int cfd_oee_update(int i, int s, int n, const double* D, const double* U,
   for (int c = 0; c < 6; c++) {
     cfd_oee_rowacc a;
     cfd_oee_row_begin(i, c, D, R, &a);
-    if (next) cfd_oee_row_next(i, s, c, Lnext, U, R, &a);
-    if (prev) cfd_oee_row_prev(i, s, c, Lprev, U, R, &a);
+    if (next) cfd_oee_row_next(c, Lnext, U + 36 * i, R + 6 * (i + s), &a);
+    if (prev) cfd_oee_row_prev(c, Lprev, U + 36 * (i - s), R + 6 * (i - s), &a);
     cfd_oee_row_end(i, s, n, c, U, &a, Dn, Un, Rn, Eo, Ko);
   }
   return 0;

@@ -284,8 +284,7 @@ CFD_HD void cfd_chol_solve(const double* L, int n, int lda, double* b, int nrhs,
 // The 6x6 Cholesky of CFA's elimination, which factors a block for every row of every level:
 // the diagonal holds 1/L_jj (one reciprocal square root per column) so that the solves multiply
 // instead of divide (a double division or square root is a long instruction sequence on a GPU,
-// and these are the elimination's critical path). Returns 0, or k+1 when the k-th pivot is not
-// positive.
+// and these are the elimination's critical path). Returns 0, or 1 when a pivot is not positive.
 CFD_HD double cfd_rsqrt(double x) {
 #ifdef __CUDA_ARCH__
   return rsqrt(x);
@@ -295,10 +294,11 @@ CFD_HD double cfd_rsqrt(double x) {
 }
 
 CFD_HD int cfd_chol6_factor_rdiag(double* A) {
-  CFD_UNROLL for (int j = 0; j < 6; j++) {
+  int bad = 0;  // no early return: straight-line code, so that a GPU thread can interleave two
+  CFD_UNROLL for (int j = 0; j < 6; j++) {  // factorisations
     double d = A[7 * j];
     CFD_UNROLL for (int k = 0; k < j; k++) d -= A[6 * j + k] * A[6 * j + k];
-    if (!(d > 0)) return j + 1;
+    bad |= !(d > 0);
     double inv = cfd_rsqrt(d);
     A[7 * j] = inv;
     CFD_UNROLL for (int i = j + 1; i < 6; i++) {
@@ -307,7 +307,7 @@ CFD_HD int cfd_chol6_factor_rdiag(double* A) {
       A[6 * i + j] = s * inv;
     }
   }
-  return 0;
+  return bad;
 }
 
 // Solve L L^T x = b in place for one 6-vector, L from cfd_chol6_factor_rdiag.

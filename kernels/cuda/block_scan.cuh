@@ -32,35 +32,73 @@ static __device__ __forceinline__ void pose_identity(double* a) {
   for (int k = 0; k < 12; k++) a[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
 }
 
+// The block scans run in two stages: within each warp by shuffles (no barrier), then across the
+// warps through the warps' totals in shared memory (three barriers, where a shared-memory
+// Hillis-Steele scan needs two per step). Any block size; a partial last warp takes part with the
+// lanes it has.
+static __device__ __forceinline__ int warp_width() {
+  int left = (int)blockDim.x - (int)(threadIdx.x & ~31u);
+  return left < 32 ? left : 32;
+}
+static __device__ __forceinline__ unsigned warp_mask(int width) {
+  return width == 32 ? 0xffffffffu : (1u << width) - 1;
+}
+
 // Inclusive scan of the per-thread poses in sh[t*12..]: afterwards sh[t] = sh[0] o ... o sh[t].
 static __device__ void block_scan_poses(double* sh) {
-  int t = threadIdx.x, T = blockDim.x;
-  for (int d = 1; d < T; d <<= 1) {
-    double mine[12], other[12];
-    for (int k = 0; k < 12; k++) mine[k] = sh[12 * t + k];
-    if (t >= d)
-      for (int k = 0; k < 12; k++) other[k] = sh[12 * (t - d) + k];
-    __syncthreads();
-    if (t >= d) pose_compose(other, mine, sh + 12 * t);
-    __syncthreads();
+  int t = threadIdx.x, lane = t & 31, warp = t >> 5, width = warp_width();
+  unsigned mask = warp_mask(width);
+  double mine[12];
+  for (int k = 0; k < 12; k++) mine[k] = sh[12 * t + k];
+  for (int d = 1; d < width; d <<= 1) {
+    double other[12], tmp[12];
+    for (int k = 0; k < 12; k++) other[k] = __shfl_up_sync(mask, mine[k], d);
+    pose_compose(other, mine, tmp);
+    if (lane >= d)
+      for (int k = 0; k < 12; k++) mine[k] = tmp[k];
   }
+  for (int k = 0; k < 12; k++) sh[12 * t + k] = mine[k];  // each thread its own slot
+  __syncthreads();
+  double before[12];  // the warps before this one, composed in order
+  pose_identity(before);
+  for (int w = 0; w < warp; w++) {
+    double tmp[12];
+    pose_compose(before, sh + 12 * (32 * w + 31), tmp);
+    for (int k = 0; k < 12; k++) before[k] = tmp[k];
+  }
+  __syncthreads();
+  if (warp > 0) pose_compose(before, mine, sh + 12 * t);
+  __syncthreads();
 }
 
 // Inclusive sum scan of width-w vectors in sh (reverse: sums from the last thread down).
 static __device__ void block_scan_sum(double* sh, int w, bool reverse) {
-  int t = threadIdx.x, T = blockDim.x;
-  int pos = reverse ? T - 1 - t : t;  // position in scan order
-  for (int d = 1; d < T; d <<= 1) {
-    double other[36];
-    bool take = pos >= d;
-    int src = reverse ? t + d : t - d;
-    if (take)
-      for (int k = 0; k < w; k++) other[k] = sh[w * src + k];
-    __syncthreads();
-    if (take)
-      for (int k = 0; k < w; k++) sh[w * t + k] += other[k];
-    __syncthreads();
+  int t = threadIdx.x, T = blockDim.x, lane = t & 31, warp = t >> 5, width = warp_width();
+  int nwarps = (T + 31) >> 5;
+  unsigned mask = warp_mask(width);
+  double mine[36];
+  for (int k = 0; k < w; k++) mine[k] = sh[w * t + k];
+  for (int d = 1; d < width; d <<= 1) {
+    bool take = reverse ? lane + d < width : lane >= d;
+    for (int k = 0; k < w; k++) {
+      double o = reverse ? __shfl_down_sync(mask, mine[k], d) : __shfl_up_sync(mask, mine[k], d);
+      if (take) mine[k] += o;
+    }
   }
+  for (int k = 0; k < w; k++) sh[w * t + k] = mine[k];
+  __syncthreads();
+  // the totals of the warps ahead in scan order: each warp's first lane (reverse) or last
+  double ahead[36];
+  for (int k = 0; k < w; k++) ahead[k] = 0;
+  int w0 = reverse ? warp + 1 : 0, w1 = reverse ? nwarps : warp;
+  for (int v = w0; v < w1; v++) {
+    const double* tot = sh + w * (reverse ? 32 * v : 32 * v + 31);  // v < warp: a whole warp
+    for (int k = 0; k < w; k++) ahead[k] += tot[k];
+  }
+  __syncthreads();
+  if (w1 > w0)
+    for (int k = 0; k < w; k++) sh[w * t + k] = mine[k] + ahead[k];
+  __syncthreads();
 }
 
 // After block_scan_poses(sh) in every block of the cluster: the composition of the totals of the

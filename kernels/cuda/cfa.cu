@@ -19,7 +19,11 @@
 
 namespace cg = cooperative_groups;
 
+// Block sizes up to 384 (n >= ~1000: a row per thread on 16 SMs), compiled twice: bounded by
+// 256 threads, a thread may hold 255 registers, enough for two 6x6 factors at once without
+// spilling; bounded by 384, 168.
 #define CFA_MAX_THREADS 384
+#define CFA_SMALL_THREADS 256
 
 int cfd_gpu_cfa_profile = 0;  // bench: record the phases' end times of instance 0
 __device__ unsigned long long cfa_marks[64];
@@ -110,26 +114,21 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
         cfd_oee_rhs_row(i, s, n, e % 6, E, E + 36, R, Rn);
       }
     } else {
-      for (int e = gt; e < 6 * n; e += GT) {  // a thread per row; each factors the neighbours
-        int i = e / 6, row = e % 6;               // itself, one at a time (registers)
+      // a thread per row; it factors both neighbours itself, in straight-line code so that the
+      // two dependency chains interleave. A missing neighbour is stood in for by a block whose
+      // coupling is zero (U_i when there is no i + s, U_{n-1} when there is no i - s): its terms
+      // are exact zeros.
+      for (int e = gt; e < 6 * n; e += GT) {
+        int i = e / 6, row = e % 6;
         double* E = v.EK + (size_t)72 * n * level + 72 * i;
-        double L[36];
+        int jn = i + s < n ? i + s : i, jp = i >= s ? i - s : n - 1;
+        double Ln[36], Lp[36];
+        int bad = cfd_oee_factor(D, jn, Ln) | cfd_oee_factor(D, jp, Lp);
         cfd_oee_rowacc a;
         cfd_oee_row_begin(i, row, D, R, &a);
-        if (i + s < n) {
-          if (cfd_oee_factor(D, i + s, L)) {
-            atomicExch(error, CFD_ERR_SINGULAR);
-            continue;
-          }
-          cfd_oee_row_next(i, s, row, L, U, R, &a);
-        }
-        if (i - s >= 0) {
-          if (cfd_oee_factor(D, i - s, L)) {
-            atomicExch(error, CFD_ERR_SINGULAR);
-            continue;
-          }
-          cfd_oee_row_prev(i, s, row, L, U, R, &a);
-        }
+        cfd_oee_row_next(row, Ln, U + 36 * i, R + 6 * jn, &a);
+        cfd_oee_row_prev(row, Lp, U + 36 * jp, R + 6 * jp, &a);
+        if (bad) atomicExch(error, CFD_ERR_SINGULAR);
         cfd_oee_row_end(i, s, n, row, U, &a, Dn, Un, Rn, E, E + 36);
       }
     }
@@ -160,7 +159,8 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
   }
 }
 
-__global__ void __launch_bounds__(CFA_MAX_THREADS)
+template <int MAX_THREADS>
+__global__ void __launch_bounds__(MAX_THREADS)
 cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restrict__ basis,
            const double* __restrict__ sigma, const double* __restrict__ q,
            const double* __restrict__ qd, const double* __restrict__ tau,
@@ -201,17 +201,19 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     cfa_mark(profile, gt, &mk);  // ID
     // 2. per-link blocks of P^T K P from the ID's local poses
     const double* lp = w;
-    for (int i = lt; i < n; i += GT) {
+    for (int e = lt; e < 2 * n; e += GT) {  // two threads per link: its diagonal block, its upper
+      int i = e < n ? e : e - n;
       double G[36];
-      if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
-      cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
-                         basis + 36 * i, v.D0 + 36 * i);
-      if (i + 1 < n) {
+      if (e < n) {
+        if (i > 0) cfd_ad_inv_mat(lp + 12 * i, lp + 12 * i + 9, G);
+        cfd_cfa_diag_block(jinv + 36 * i, i ? jinv + 36 * (i - 1) : NULL, i ? G : NULL,
+                           basis + 36 * i, v.D0 + 36 * i);
+        v.taud[i] = phase == CFA_BEGIN ? 0 : tb[i] - id[i];
+        v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
+      } else if (i + 1 < n) {
         cfd_ad_inv_mat(lp + 12 * (i + 1), lp + 12 * (i + 1) + 9, G);
         cfd_cfa_upper_block(jinv + 36 * i, G, basis + 36 * i, basis + 36 * (i + 1), v.U0 + 36 * i);
       }
-      v.taud[i] = phase == CFA_BEGIN ? 0 : tb[i] - id[i];
-      v.dj[i] = c.armature[i] + (eb ? eb[i] : 0);
     }
     cluster_sync(cl);
     cfa_mark(profile, gt, &mk);  // blocks
@@ -272,10 +274,11 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   cfg.numAttrs = 1;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  auto kernel = T <= CFA_SMALL_THREADS ? cfa_kernel<CFA_SMALL_THREADS> : cfa_kernel<CFA_MAX_THREADS>;
   if (g->cfa_threads != T || g->cfa_asked != CL) {  // once per layout: what the device schedules
-    cudaError_t e = cudaFuncSetAttribute(cfa_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     // past 48 KiB needs the opt-in; the largest layout's, so that every context's launch fits
-    if (!e) e = cudaFuncSetAttribute(cfa_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (!e) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)(sizeof(double) * ID_SHARED_DOUBLES(CFA_MAX_THREADS)));
     if (e) return e;
     g->cfa_asked = CL;
@@ -283,7 +286,7 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
       attr[0].val.clusterDim.x = CL;
       cfg.gridDim = dim3(CL);
       int clusters = 0;
-      e = cudaOccupancyMaxActiveClusters(&clusters, cfa_kernel, &cfg);
+      e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
       if (CL == 1 || (e == cudaSuccess && clusters > 0)) break;
       cudaGetLastError();
     }
@@ -294,7 +297,7 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   attr[0].val.clusterDim.x = CL;
   cfg.gridDim = dim3((unsigned)(CL * (long)B));
   long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_CFA, n);
-  return cudaLaunchKernelEx(&cfg, cfa_kernel, g->chain, (const double*)g->jinv,
+  return cudaLaunchKernelEx(&cfg, kernel, g->chain, (const double*)g->jinv,
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
                             qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
                             (unsigned long long*)g->ptrs, g->info + g->capacity,
