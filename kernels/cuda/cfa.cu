@@ -24,6 +24,7 @@ namespace cg = cooperative_groups;
 // spilling; bounded by 384, 168.
 #define CFA_MAX_THREADS 384
 #define CFA_SMALL_THREADS 256
+#define CFA_SOLO_ID_LINKS 4  // links per thread up to which one block runs the ID alone
 
 int cfd_gpu_cfa_profile = 0;  // bench: record the phases' end times of instance 0
 __device__ unsigned long long cfa_marks[64];
@@ -182,7 +183,12 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   unsigned long long* acc = norms + 4 * b;  // the refinement's norms, two steps' worth
 
   int mk = 0, lt = cfa_link_thread(cl);
-  cluster_sync(cl);
+  // The ID on one block when that leaves it a few links per thread: a scan across the cluster
+  // costs a cluster barrier, the dearest step of this kernel (about a microsecond; ncu: 40% of
+  // the time at n = 200 went to them), and the other blocks would have little to do
+  bool solo = n <= CFA_SOLO_ID_LINKS * (int)blockDim.x;
+  bool id_here = !solo || cl.block_rank() == 0;
+  int id_gt = solo ? (int)threadIdx.x : gt, id_GT = solo ? (int)blockDim.x : GT;
   cfa_mark(profile, gt, &mk);  // start
   if (phase == CFA_FINISH) {
     // a split call's second launch: the elimination is stored from CFA_BEGIN; tau_d now, then
@@ -196,7 +202,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     cfa_mark(profile, gt, &mk);  // qdd
   } else {
     // 1. tau_d = tau - bias
-    id_chain(c, qb, qdb, NULL, id, w, sh, gt, GT);
+    if (id_here) id_chain(c, qb, qdb, NULL, id, w, sh, id_gt, id_GT, false, solo);
     cluster_sync(cl);
     cfa_mark(profile, gt, &mk);  // ID
     // 2. per-link blocks of P^T K P from the ID's local poses
@@ -225,10 +231,10 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   // 6. refinement: r = tau - ID(q, qd, qdd) - D qdd through the stored elimination, until the
   // error left is at rounding level (cfd_cfa_done) or the steps run out
   double prev = INFINITY;
+  if (steps > 0) cluster_sync(cl);  // qacc complete before the ID reads it (then: each step's end)
   for (int step = 0, done = 0; step < steps && !done; step++) {
     int slot = step % 2;  // this step's norms; the other pair holds the previous step's
-    cluster_sync(cl);
-    id_chain(c, qb, qdb, out, id, w, sh, gt, GT, true);  // q, qd as in step 1
+    if (id_here) id_chain(c, qb, qdb, out, id, w, sh, id_gt, id_GT, true, solo);  // q, qd as in 1.
     cluster_sync(cl);
     cfa_mark(profile, gt, &mk);  // ID
     if (gt == 0) acc[slot] = acc[2 + slot] = 0;  // last read two steps ago
@@ -247,12 +253,13 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   }
 }
 
-// Threads per block and blocks per cluster: a thread per row of each equation (6n), on up to 16
-// SMs per chain (chosen by the launch-layout measurements, bench --only cfa); the knobs above
-// override them.
-static void cfa_layout(int n, int* T, int* CL) {
+// Threads per block and blocks per cluster: a thread per row of each equation (6n), spread over
+// up to 16 SMs per chain: for a few chains the most SMs (16: per-link steps and barriers shared
+// by more of them; n = 200: 132 us against 153 with 10), for many the fewest blocks that give a
+// thread a row, so that more clusters run at once (bench --only cfa). The knobs above override.
+static void cfa_layout(int n, int B, int* T, int* CL) {
   int rows = 6 * n;
-  int cl = (rows + 127) / 128;
+  int cl = B <= 8 ? CFD_MAX_CLUSTER : (rows + 127) / 128;
   if (cl > CFD_MAX_CLUSTER) cl = CFD_MAX_CLUSTER;
   int t = ((rows + cl - 1) / cl + 31) / 32 * 32;
   if (t < 64) t = 64;
@@ -264,7 +271,7 @@ static void cfa_layout(int n, int* T, int* CL) {
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc, int phase) {
   int n = g->n, T, CL;
-  cfa_layout(n, &T, &CL);
+  cfa_layout(n, B, &T, &CL);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   cfg.blockDim = dim3(T);

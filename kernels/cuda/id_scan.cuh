@@ -26,10 +26,12 @@
 // accelerations 6n, which later steps (CFA's blocks) read. Every thread of the cluster must call.
 // reuse: q and qd are those of the previous call on w, whose poses, world screws and velocities
 // still hold (CFA's refinement: only qdd changes), so only the acceleration and force scans run.
+// solo: one block of a cluster runs it alone (gt = threadIdx.x, GT = blockDim.x), with no
+// cluster barriers (cuda/cfa.cu, for chains short enough for one block).
 static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ qb,
                                 const double* __restrict__ qdb, const double* qddb,
                                 double* tau_out, double* w, double* shared, int gt, int GT,
-                                bool reuse = false) {
+                                bool reuse = false, bool solo = false) {
   int n = c.n, t = threadIdx.x, T = blockDim.x;
   int L = (n + GT - 1) / GT, i0 = min(n, gt * L), i1 = min(n, i0 + L);
   double* shA = shared;  // the scans alternate buffers (block_scan.cuh); only A holds poses
@@ -61,7 +63,8 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
     __syncthreads();
     block_scan_poses(shA);
     double Wt[12];
-    cluster_pose_prefix(shA, tot, Wt);
+    if (solo) pose_identity(Wt);
+    else cluster_pose_prefix(shA, tot, Wt);
     if (t > 0) {
       double tmp[12];
       pose_compose(Wt, shA + 12 * (t - 1), tmp);
@@ -88,7 +91,7 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
     for (int k = 0; k < 6; k++) shB[6 * t + k] = vsum[k];
     __syncthreads();
     block_scan_sum(shB, 6, false);
-    cluster_sum_prefix(shB, tot, 6, false, Vr);
+    if (!solo) cluster_sum_prefix(shB, tot, 6, false, Vr);
     if (t > 0) for (int k = 0; k < 6; k++) Vr[k] += shB[6 * (t - 1) + k];
     for (int i = i0; i < i1; i++)  // velocities
       for (int k = 0; k < 6; k++) V[6 * i + k] = Vr[k] += Sw[6 * i + k] * qdb[i];
@@ -110,7 +113,8 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
   __syncthreads();
   block_scan_sum(shA, 6, false);
   double Ar[6];
-  cluster_sum_prefix(shA, tot, 6, false, Ar);
+  if (solo) for (int k = 0; k < 6; k++) Ar[k] = 0;
+  else cluster_sum_prefix(shA, tot, 6, false, Ar);
   for (int k = 0; k < 3; k++) Ar[3 + k] -= c.gravity[k];
   if (t > 0) for (int k = 0; k < 6; k++) Ar[k] += shA[6 * (t - 1) + k];
 
@@ -142,7 +146,8 @@ static __device__ void id_chain(const cfd_chain& c, const double* __restrict__ q
   __syncthreads();
   block_scan_sum(shB, 6, true);
   double Fr[6];
-  cluster_sum_prefix(shB, tot, 6, true, Fr);
+  if (solo) for (int k = 0; k < 6; k++) Fr[k] = 0;
+  else cluster_sum_prefix(shB, tot, 6, true, Fr);
   if (t + 1 < T) for (int k = 0; k < 6; k++) Fr[k] += shB[6 * (t + 1) + k];
   for (int i = i1 - 1; i >= i0; i--) {
     for (int k = 0; k < 6; k++) Fr[k] += A[6 * i + k];
