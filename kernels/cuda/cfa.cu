@@ -24,7 +24,7 @@ namespace cg = cooperative_groups;
 // spilling; bounded by 384, 168.
 #define CFA_MAX_THREADS 384
 #define CFA_SMALL_THREADS 256
-#define CFA_SOLO_ID_LINKS 4  // links per thread up to which one block runs the ID alone
+#define CFA_SOLO_ID_LINKS 1  // links per thread up to which one block runs the ID alone
 
 int cfd_gpu_cfa_profile = 0;  // bench: record the phases' end times of instance 0
 __device__ unsigned long long cfa_marks[64];
@@ -183,9 +183,10 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   unsigned long long* acc = norms + 4 * b;  // the refinement's norms, two steps' worth
 
   int mk = 0, lt = cfa_link_thread(cl);
-  // The ID on one block when that leaves it a few links per thread: a scan across the cluster
-  // costs a cluster barrier, the dearest step of this kernel (about a microsecond; ncu: 40% of
-  // the time at n = 200 went to them), and the other blocks would have little to do
+  // The ID on one block when that leaves it a link per thread: a scan across the cluster costs a
+  // cluster barrier, the dearest step of this kernel (about a microsecond; ncu: 40% of the time
+  // at n = 200 went to them). With more links per thread the serial sweeps cost more than the
+  // barriers save (n = 200 on 96 threads: 24 us against 16; bench --only cfa)
   bool solo = n <= CFA_SOLO_ID_LINKS * (int)blockDim.x;
   bool id_here = !solo || cl.block_rank() == 0;
   int id_gt = solo ? (int)threadIdx.x : gt, id_GT = solo ? (int)blockDim.x : GT;
