@@ -420,7 +420,7 @@ static void abia_variants(const char* arm, double budget) {
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}};
   int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};
@@ -429,7 +429,7 @@ static void abia_variants(const char* arm, double budget) {
     model_set s;
     if (make_set(specs[k], &s, 1)) continue;
     int n = s.chain.n;
-    for (int B = n > 16 ? 256 : 1024; B <= 65536; B *= 4)
+    for (int B = n > 16 ? 1 : 1024; B <= 65536; B *= 4)
       for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++) {
         if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
         if (n > 32 && (kinds[v].v == 5 || kinds[v].v == 7)) continue;

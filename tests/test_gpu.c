@@ -148,15 +148,17 @@ static void test_abia_variants(int quick) {
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}};
   // world lanes: groups of 8 (arm7), 4 (2 links), 16 (12 links) and 32 (24 links), slides among
-  // them; past 32 links the choice falls back to lanes in link frames
+  // them; past 32 links the choice falls back to lanes in link frames. World blocks: one partial
+  // block (up to 24 links), a full one and one link (33), two full (64), seven (200, slides).
   const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml", CHAINFD_SCENES_DIR "/double_pendulum.xml",
                           "chain:12,random=1,seed=44,slide=0.3,armature=0.02",
                           "chain:24,random=1,seed=43,slide=0.3,armature=0.02",
                           "chain:33,random=1,seed=41,armature=0.02",
+                          "chain:64,random=1,seed=45,slide=0.2,armature=0.01",
                           "chain:200,random=1,seed=42,slide=0.2"};
-  for (int k = 0; k < 6; k++) {
+  for (int k = 0; k < (int)(sizeof models / sizeof models[0]); k++) {
     char err[1024];
     mjModel* m = cfd_load_model(models[k], err, sizeof err);
     EXPECT(m != NULL, "%s: %s", models[k], err);

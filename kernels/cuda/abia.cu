@@ -10,6 +10,7 @@
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
+#include "aba_world_blocks.cuh"
 #include "aba_world_lanes.cuh"
 #include "gpu_internal.h"
 
@@ -170,6 +171,22 @@ static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double*
 #undef WL_LAUNCH
 }
 
+// Longer chains, one or a few of them (and batches up to a few thousand): a warp per instance,
+// the world-coordinate ABA in blocks of 32 links (aba_world_blocks.cuh), the per-link scratch in
+// global memory, read back by the lane that wrote it.
+#define ABIA_WB_MAX_B 4096
+
+__global__ void __launch_bounds__(32)
+abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
+                         const double* __restrict__ qd, const double* __restrict__ tau,
+                         const double* __restrict__ extra, double* __restrict__ qacc,
+                         double* __restrict__ work, int* error) {
+  long b = blockIdx.x, o = b * c.n;
+  bool bad = cfd_awb_qacc(c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
+                          work + b * CFD_AWB_LINK_DOUBLES * (long)c.n);
+  if (bad && threadIdx.x == 0) atomicExch(error, CFD_ERR_SINGULAR);
+}
+
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 7
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -182,12 +199,17 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int jf_short = g->n <= ABIA_WORLD_MAX_N && g->chain_jf.home_R;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
                 : jf_short && B <= ABIA_WL_MAX_B ? 7
+                : g->chain_jf.home_R && B <= ABIA_WB_MAX_B ? 8
                 : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
   if (g->n > ABIA_LOCAL_MAX_N && (variant == 2 || variant == 3)) variant = 1;
   if (g->n > ABIA_WORLD_MAX_N && variant == 5) variant = 6;
   if (variant == 7 && !jf_short) variant = 4;
-  if (variant == 7) launch_world_lanes(g, B, q, qd, tau, extra, qacc, error);
+  if (variant == 8 && !g->chain_jf.home_R) variant = 4;
+  if (variant == 8)
+    abia_world_blocks_kernel<<<B, 32, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, extra, qacc,
+                                                      g->work, error);
+  else if (variant == 7) launch_world_lanes(g, B, q, qd, tau, extra, qacc, error);
   else if (variant == 5) launch_world<true>(g, blocks, B, q, qd, tau, extra, qacc, error);
   else if (variant == 6) launch_world<false>(g, blocks, B, q, qd, tau, extra, qacc, error);
   else if (variant == 4) {

@@ -18,7 +18,8 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // ABIA's batch kernel: 0 chosen by (n, B); 1 global lean scratch; 2 local lean; 3 local full;
 // 4 a group of 8 lanes per instance; 5 world coordinates, local scratch (up to 32 links, else 6);
 // 6 world coordinates, global scratch; 7 world coordinates, a group of lanes per instance, a link
-// per lane (chains up to 32 links in joint frames, else 4).
+// per lane (chains up to 32 links in joint frames, else 4); 8 world coordinates, a warp per
+// instance, blocks of 32 links (chains in joint frames, else 4).
 extern int cfd_gpu_abia_variant;
 // Rollouts by a group of lanes per instance (1, the default: chains up to 8 links at any batch, up
 // to 32 links while B x group width <= 2^18, longer ones in batches up to 4096) or one thread per

@@ -1,0 +1,192 @@
+// aba_world_blocks.cuh: the ABA in world coordinates (aba_world.h) for one instance of a chain of
+// any length by one warp, in blocks of 32 links, a link per lane: the right-looking sweeps of
+// aba_world_lanes.cuh, run block after block, with what a block passes on carried in registers.
+// For one long chain (and small batches of them), where a group of lanes in link frames walks the
+// chain link by link through a 6x6 congruence each (aba_lanes.cuh: about 1.5 us a link) and CFA
+// pays a cluster barrier per elimination level and scan.
+//
+//   out (base to tip): per block, the poses as a product scan, composed with the pose of the
+//     previous block's last link; the velocities as a prefix sum plus its velocity; S_i, c_i, the
+//     world inertias J_i and bias forces to scratch.
+//   in (tip to base): per block, the tip-ward sums of J and of the bias forces within the block
+//     plus what the blocks beyond hand over, P (their articulated inertia, a symmetric 6x6) and
+//     Pb (their bias force with the corrections); then, as aba_world_lanes.cuh, lane i keeps
+//     Y_i = IA_i S_i, Z_i = IA_i c_i and three scalars, updated as each U_j (j > i in the block)
+//     is broadcast. Every lane sums the block's U_j U_j^T / d_j and G_j as they pass, which with
+//     the block's J and bias totals gives the next block's P and Pb:
+//       P' = P + sum_block J - sum_block U U^T / d,   Pb' = Pb + sum_block bias + sum_block G.
+//   out again: per block, the unit triangular solve of aba_world_lanes.cuh from the acceleration
+//     of the previous block's last link, which the block's sum of c_k + S_k qa_k carries on.
+// Per link one broadcast of 13 numbers on the backward sweep's critical path, a shuffle scan per
+// block and quantity elsewhere; scratch per link CFD_AWB_LINK_DOUBLES in global memory, read back by
+// the lane that wrote it. World coordinates cost rounding that grows with the chain's extent
+// (aba_world.h): on the CPU twin, 3e-13 at 200 random links, 4e-12 at 1000, 4e-10 on a straight
+// 1000-link chain (link frames: 5e-14, 2e-13, 7e-14).
+#ifndef CHAINFD_ABA_WORLD_BLOCKS_CUH
+#define CHAINFD_ABA_WORLD_BLOCKS_CUH
+
+#include "aba_world_lanes.cuh"
+
+#define CFD_AWB_LINK_DOUBLES 28  // S 6, c 6, J 10 (then w 6, su 1), bias 6
+
+// I -= s U U^T for an articulated inertia in cfd_abw_inertia's parts
+__device__ __forceinline__ void cfd_awb_rank1(cfd_abw_inertia* I, const double U[6], double s) {
+  I->A[0] -= s * U[0] * U[0]; I->A[1] -= s * U[1] * U[1]; I->A[2] -= s * U[2] * U[2];
+  I->A[3] -= s * U[0] * U[1]; I->A[4] -= s * U[0] * U[2]; I->A[5] -= s * U[1] * U[2];
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++) I->B[3 * r + k] -= s * U[r] * U[3 + k];
+  I->C[0] -= s * U[3] * U[3]; I->C[1] -= s * U[4] * U[4]; I->C[2] -= s * U[5] * U[5];
+  I->C[3] -= s * U[3] * U[4]; I->C[4] -= s * U[3] * U[5]; I->C[5] -= s * U[4] * U[5];
+}
+
+__device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
+  for (int k = 0; k < K; k++) x[k] = __shfl_sync(CFD_WL_MASK, x[k], src);
+}
+
+// qacc of one chain (c in joint frames) by the 32 lanes of a warp; q, qd, tau, diag (or NULL) and
+// qacc are the instance's n-vectors, scratch CFD_AWB_LINK_DOUBLES * n doubles. Returns (on every
+// lane) whether some d was not positive (the sweep goes on with d = 1).
+__device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
+                             const double* __restrict__ qd, const double* __restrict__ tau,
+                             const double* __restrict__ diag, double* __restrict__ qacc,
+                             double* __restrict__ scratch) {
+  const int n = c.n, lane = threadIdx.x & 31;
+  bool bad = false;
+
+  // out: poses, screws, velocities, c, J, bias
+  double Rc[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, pc[3] = {0, 0, 0}, Vc[6] = {0, 0, 0, 0, 0, 0};
+  for (int base = 0; base < n; base += 32) {
+    int i = base + lane;
+    bool link = i < n;
+    const cfd_wl_link L = cfd_wl_link_of(c, link ? i : n);  // past the chain: a massless link
+    double qi = link ? q[i] : 0, qdi = link ? qd[i] : 0;
+    double s = 0, co = 1, Rl[9], pl[3], R[9], p[3];
+    if (!L.slide) sincos(qi, &s, &co);
+    cfd_abw_local_jf(L.H, L.h, L.slide, qi, s, co, Rl, pl);
+    cfd_wl_pose_scan<32>(lane, Rl, pl);
+    cfd_se3_mul(Rc, pc, Rl, pl, R, p);
+    double S[6], Sqd[6], V[6], cc[6], J10[10], bias[6];
+    for (int k = 0; k < 3; k++) S[k] = L.slide ? 0 : R[3 * k + 2], S[3 + k] = L.slide ? R[3 * k + 2] : 0;
+    if (!L.slide) cfd_cross(p, S, S + 3);
+    for (int k = 0; k < 6; k++) V[k] = Sqd[k] = S[k] * qdi;
+    cfd_wl_prefix_sum<32, 6>(lane, V);
+    for (int k = 0; k < 6; k++) V[k] += Vc[k];
+    cfd_ad(V, Sqd, cc);
+    cfd_abw_rigid_parts(L.Io, L.mc, L.m, R, p, J10);
+    cfd_abw_bias(J10, V, bias);
+    if (link) {
+      double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * i;
+      for (int k = 0; k < 6; k++) w[k] = S[k], w[6 + k] = cc[k], w[22 + k] = bias[k];
+      for (int k = 0; k < 10; k++) w[12 + k] = J10[k];
+    }
+    for (int k = 0; k < 9; k++) Rc[k] = R[k];  // the block's last lane: what the next composes on
+    for (int k = 0; k < 3; k++) pc[k] = p[k];
+    for (int k = 0; k < 6; k++) Vc[k] = V[k];
+    cfd_awb_broadcast(Rc, 9, 31);
+    cfd_awb_broadcast(pc, 3, 31);
+    cfd_awb_broadcast(Vc, 6, 31);
+  }
+
+  // in: blocks from the tip, each with what the blocks beyond hand over
+  cfd_abw_inertia P = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
+  double Pb[6] = {0, 0, 0, 0, 0, 0};
+  for (int base = (n - 1) / 32 * 32; base >= 0; base -= 32) {
+    int i = base + lane, last = min(n, base + 32) - 1;
+    bool link = i < n;
+    double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * (link ? i : 0);
+    double S[6], cc[6], J10[10], bias[6];
+    for (int k = 0; k < 6; k++) {
+      S[k] = link ? w[k] : 0;
+      cc[k] = link ? w[6 + k] : 0;
+      bias[k] = link ? w[22 + k] : 0;
+    }
+    for (int k = 0; k < 10; k++) J10[k] = link ? w[12 + k] : 0;
+    cfd_wl_suffix_sum<32, 10>(lane, J10);
+    cfd_wl_suffix_sum<32, 6>(lane, bias);
+    double Y[6], Z[6], PS[6], Pc[6];
+    cfd_abw_rigid_mul(J10, S, Y);
+    cfd_abw_rigid_mul(J10, cc, Z);
+    cfd_abw_mul(&P, S, PS);
+    cfd_abw_mul(&P, cc, Pc);
+    for (int k = 0; k < 6; k++) Y[k] += PS[k], Z[k] += Pc[k], bias[k] += Pb[k];
+    double d = cfd_dot6(S, Y) + (link ? c.armature[i] + (diag ? diag[i] : 0) : 1);
+    double yc = cfd_dot6(Y, cc);
+    double u = (link ? tau[i] : 0) - cfd_dot6(S, bias);
+    // the block's J and bias totals (lane 0's suffix sums) go to the next block's hand-over
+    double Jt[10], bt[6];
+    for (int k = 0; k < 10; k++) Jt[k] = __shfl_sync(CFD_WL_MASK, J10[k], 0);
+    for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);  // includes Pb
+    double wi[6] = {0, 0, 0, 0, 0, 0}, su = 0, sumG[6] = {0, 0, 0, 0, 0, 0};
+#pragma unroll 1
+    for (int j = last; j >= base; j--) {
+      int lj = j - base;
+      bool ok = d > 0;
+      double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
+      for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
+      if (lane == lj) {
+        for (int k = 0; k < 6; k++) wi[k] = Y[k] * inv;
+        su = sj;
+        if (!ok) bad = true;
+      }
+      double U[6], Gj[6];
+      for (int k = 0; k < 6; k++) U[k] = Y[k], Gj[k] = G[k];
+      cfd_awb_broadcast(U, 6, lj);
+      cfd_awb_broadcast(Gj, 6, lj);
+      double ij = __shfl_sync(CFD_WL_MASK, inv, lj);
+      cfd_awb_rank1(&P, U, ij);  // P' takes every U_j U_j^T / d_j and G_j of the block
+      for (int k = 0; k < 6; k++) sumG[k] += Gj[k];
+      if (lane < lj) {  // IA_i -= U U^T / d_j, pA_i += G_j
+        double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, cc) * ij;
+        for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
+        d -= a * US;
+        yc -= b * US;
+        u -= cfd_dot6(Gj, S);
+      }
+    }
+    if (link) {  // J's slots now hold w = U / d and su = u / d for the accelerations
+      for (int k = 0; k < 6; k++) w[12 + k] = wi[k];
+      w[18] = su;
+    }
+    cfd_abw_add(&P, Jt);
+    for (int k = 0; k < 6; k++) Pb[k] = bt[k] + sumG[k];  // bt: the block's bias total plus Pb
+  }
+
+  // out: accelerations, block by block from the base, from the parent's acceleration Ac
+  double Ac[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
+  for (int base = 0; base < n; base += 32) {
+    int i = base + lane, count = min(32, n - base);  // the same on every lane
+    bool link = i < n;
+    const double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * (link ? i : 0);
+    double S[6], cc[6], wi[6], cs[6], su = link ? w[18] : 0;
+    for (int k = 0; k < 6; k++) {
+      S[k] = link ? w[k] : 0;
+      cs[k] = cc[k] = link ? w[6 + k] : 0;
+      wi[k] = link ? w[12 + k] : 0;
+    }
+    cfd_wl_prefix_sum<32, 6>(lane, cs);
+    for (int k = 0; k < 6; k++) cs[k] += Ac[k];
+    double qa = su - cfd_dot6(wi, cs), wS[31];
+#pragma unroll
+    for (int k = 0; k < 31; k++) {  // off the critical path: every w_i.S_k
+      if (k + 1 >= count) break;
+      double Sk[6];
+      for (int e = 0; e < 6; e++) Sk[e] = __shfl_sync(CFD_WL_MASK, S[e], k);
+      wS[k] = cfd_dot6(wi, Sk);
+    }
+#pragma unroll
+    for (int k = 0; k < 31; k++) {
+      if (k + 1 >= count) break;
+      double qk = __shfl_sync(CFD_WL_MASK, qa, k);
+      if (lane > k) qa -= wS[k] * qk;
+    }
+    if (link) qacc[i] = qa;
+    double x[6];  // the block's share of the last link's acceleration: sum of c_k + S_k qa_k
+    for (int k = 0; k < 6; k++) x[k] = cc[k] + S[k] * qa;
+    cfd_wl_prefix_sum<32, 6>(lane, x);
+    cfd_awb_broadcast(x, 6, 31);
+    for (int k = 0; k < 6; k++) Ac[k] += x[k];
+  }
+  return bad;
+}
+
+#endif  // CHAINFD_ABA_WORLD_BLOCKS_CUH
