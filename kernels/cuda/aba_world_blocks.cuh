@@ -19,15 +19,16 @@
 //     of the previous block's last link, which the block's sum of c_k + S_k qa_k carries on.
 // Per link one broadcast of 13 numbers on the backward sweep's critical path, a shuffle scan per
 // block and quantity elsewhere; scratch per link CFD_AWB_LINK_DOUBLES in global memory, read back by
-// the lane that wrote it. World coordinates cost rounding that grows with the chain's extent
-// (aba_world.h): on the CPU twin, 3e-13 at 200 random links, 4e-12 at 1000, 4e-10 on a straight
-// 1000-link chain (link frames: 5e-14, 2e-13, 7e-14).
+// the lane that wrote it. World coordinates cost rounding that grows with the distance from the
+// reference point (aba_world.h: a 200-link chain with slides reached 1.3e-10 with the base's
+// origin for the whole chain), so each block works about its own origin, the origin of the link
+// before it, and what passes between blocks is moved from one origin to the next.
 #ifndef CHAINFD_ABA_WORLD_BLOCKS_CUH
 #define CHAINFD_ABA_WORLD_BLOCKS_CUH
 
 #include "aba_world_lanes.cuh"
 
-#define CFD_AWB_LINK_DOUBLES 28  // S 6, c 6, J 10 (then w 6, su 1), bias 6
+#define CFD_AWB_LINK_DOUBLES 31  // S 6, c 6, J 10 (then w 6, su 1), bias 6, r_b 3 (a block's last)
 
 // I -= s U U^T for an articulated inertia in cfd_abw_inertia's parts
 __device__ __forceinline__ void cfd_awb_rank1(cfd_abw_inertia* I, const double U[6], double s) {
@@ -39,6 +40,44 @@ __device__ __forceinline__ void cfd_awb_rank1(cfd_abw_inertia* I, const double U
   I->C[3] -= s * U[3] * U[4]; I->C[4] -= s * U[3] * U[5]; I->C[5] -= s * U[4] * U[5];
 }
 
+// Moving the reference point from o' to o = o' - r: a twist about o becomes T x about o' with
+// T = [[1, 0], [-r^, 1]], so an inertia about o' becomes T^T P T about o:
+//   A' = A - B r^ + r^ B^T - r^ C r^,   B' = B + r^ C,   C' = C,
+// a wrench [m; f] about o' becomes [m + r x f; f] about o, a twist [w; v] about o becomes
+// [w; v + w x r] about o'.
+__device__ __forceinline__ void cfd_awb_sym_full(const double s[6], double M[9]) {
+  M[0] = s[0]; M[4] = s[1]; M[8] = s[2];
+  M[1] = M[3] = s[3]; M[2] = M[6] = s[4]; M[5] = M[7] = s[5];
+}
+
+__device__ void cfd_awb_shift_inertia(cfd_abw_inertia* P, const double r[3]) {
+  double A[9], C[9], X[9];  // X = r^
+  cfd_awb_sym_full(P->A, A);
+  cfd_awb_sym_full(P->C, C);
+  X[0] = 0; X[1] = -r[2]; X[2] = r[1]; X[3] = r[2]; X[4] = 0; X[5] = -r[0];
+  X[6] = -r[1]; X[7] = r[0]; X[8] = 0;
+  double XC[9], BX[9], XCX[9], An[9];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double xc = 0, bx = 0;
+      for (int k = 0; k < 3; k++) xc += X[3 * i + k] * C[3 * k + j], bx += P->B[3 * i + k] * X[3 * k + j];
+      XC[3 * i + j] = xc;
+      BX[3 * i + j] = bx;
+    }
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double xcx = 0;
+      for (int k = 0; k < 3; k++) xcx += XC[3 * i + k] * X[3 * k + j];
+      XCX[3 * i + j] = xcx;
+    }
+  // r^ B^T = -(B r^)^T
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) An[3 * i + j] = A[3 * i + j] - BX[3 * i + j] - BX[3 * j + i] - XCX[3 * i + j];
+  P->A[0] = An[0]; P->A[1] = An[4]; P->A[2] = An[8];
+  P->A[3] = 0.5 * (An[1] + An[3]); P->A[4] = 0.5 * (An[2] + An[6]); P->A[5] = 0.5 * (An[5] + An[7]);
+  for (int k = 0; k < 9; k++) P->B[k] += XC[k];
+}
+
 __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
   for (int k = 0; k < K; k++) x[k] = __shfl_sync(CFD_WL_MASK, x[k], src);
 }
@@ -46,15 +85,21 @@ __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
 // qacc of one chain (c in joint frames) by the 32 lanes of a warp; q, qd, tau, diag (or NULL) and
 // qacc are the instance's n-vectors, scratch CFD_AWB_LINK_DOUBLES * n doubles. Returns (on every
 // lane) whether some d was not positive (the sweep goes on with d = 1).
+// Each block's quantities are about its own origin o_b, the origin of the link before the block
+// (o_0: the base's, the world origin of aba_world.h), so that rounding grows with a block's extent
+// rather than the chain's; what passes between blocks moves by r_b = o_{b+1} - o_b, kept in the
+// scratch of the block's last link.
 __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
                              const double* __restrict__ qd, const double* __restrict__ tau,
                              const double* __restrict__ diag, double* __restrict__ qacc,
                              double* __restrict__ scratch) {
   const int n = c.n, lane = threadIdx.x & 31;
   bool bad = false;
+#define AWB_LINK(i) (scratch + (size_t)CFD_AWB_LINK_DOUBLES * (i))
 
-  // out: poses, screws, velocities, c, J, bias
-  double Rc[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, pc[3] = {0, 0, 0}, Vc[6] = {0, 0, 0, 0, 0, 0};
+  // out: poses, screws, velocities, c, J, bias; Rc and Vc: the rotation and velocity (about this
+  // block's origin) of the link before the block
+  double Rc[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Vc[6] = {0, 0, 0, 0, 0, 0};
   for (int base = 0; base < n; base += 32) {
     int i = base + lane;
     bool link = i < n;
@@ -63,8 +108,9 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     double s = 0, co = 1, Rl[9], pl[3], R[9], p[3];
     if (!L.slide) sincos(qi, &s, &co);
     cfd_abw_local_jf(L.H, L.h, L.slide, qi, s, co, Rl, pl);
-    cfd_wl_pose_scan<32>(lane, Rl, pl);
-    cfd_se3_mul(Rc, pc, Rl, pl, R, p);
+    cfd_wl_pose_scan<32>(lane, Rl, pl);  // relative to the link before the block
+    cfd_mat3_mul(Rc, Rl, R);
+    cfd_rot(Rc, pl, p);  // about o_b
     double S[6], Sqd[6], V[6], cc[6], J10[10], bias[6];
     for (int k = 0; k < 3; k++) S[k] = L.slide ? 0 : R[3 * k + 2], S[3 + k] = L.slide ? R[3 * k + 2] : 0;
     if (!L.slide) cfd_cross(p, S, S + 3);
@@ -75,25 +121,38 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     cfd_abw_rigid_parts(L.Io, L.mc, L.m, R, p, J10);
     cfd_abw_bias(J10, V, bias);
     if (link) {
-      double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * i;
+      double* w = AWB_LINK(i);
       for (int k = 0; k < 6; k++) w[k] = S[k], w[6 + k] = cc[k], w[22 + k] = bias[k];
       for (int k = 0; k < 10; k++) w[12 + k] = J10[k];
+      if (lane == 31)
+        for (int k = 0; k < 3; k++) w[28 + k] = p[k];  // r_b
     }
-    for (int k = 0; k < 9; k++) Rc[k] = R[k];  // the block's last lane: what the next composes on
-    for (int k = 0; k < 3; k++) pc[k] = p[k];
+    // the block's last lane: the next block's origin, rotation and velocity (moved to its origin)
+    for (int k = 0; k < 9; k++) Rc[k] = R[k];
     for (int k = 0; k < 6; k++) Vc[k] = V[k];
     cfd_awb_broadcast(Rc, 9, 31);
-    cfd_awb_broadcast(pc, 3, 31);
     cfd_awb_broadcast(Vc, 6, 31);
+    double r[3] = {p[0], p[1], p[2]}, wr[3];
+    cfd_awb_broadcast(r, 3, 31);
+    cfd_cross(Vc, r, wr);
+    for (int k = 0; k < 3; k++) Vc[3 + k] += wr[k];
   }
 
-  // in: blocks from the tip, each with what the blocks beyond hand over
+  __syncwarp();  // lane 31's r_b, read by every lane below
+  // in: blocks from the tip, each with what the blocks beyond hand over (P, Pb), moved to its origin
   cfd_abw_inertia P = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
   double Pb[6] = {0, 0, 0, 0, 0, 0};
   for (int base = (n - 1) / 32 * 32; base >= 0; base -= 32) {
     int i = base + lane, last = min(n, base + 32) - 1;
     bool link = i < n;
-    double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * (link ? i : 0);
+    if (base + 32 < n) {  // from o_{b+1} to o_b
+      const double* r = AWB_LINK(base + 31) + 28;
+      double rf[3];
+      cfd_awb_shift_inertia(&P, r);
+      cfd_cross(r, Pb + 3, rf);
+      for (int k = 0; k < 3; k++) Pb[k] += rf[k];
+    }
+    double* w = AWB_LINK(link ? i : 0);
     double S[6], cc[6], J10[10], bias[6];
     for (int k = 0; k < 6; k++) {
       S[k] = link ? w[k] : 0;
@@ -112,11 +171,12 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     double d = cfd_dot6(S, Y) + (link ? c.armature[i] + (diag ? diag[i] : 0) : 1);
     double yc = cfd_dot6(Y, cc);
     double u = (link ? tau[i] : 0) - cfd_dot6(S, bias);
-    // the block's J and bias totals (lane 0's suffix sums) go to the next block's hand-over
+    // the block's J total and bias total with Pb (lane 0's suffix sums), for the hand-over
     double Jt[10], bt[6];
     for (int k = 0; k < 10; k++) Jt[k] = __shfl_sync(CFD_WL_MASK, J10[k], 0);
-    for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);  // includes Pb
-    double wi[6] = {0, 0, 0, 0, 0, 0}, su = 0, sumG[6] = {0, 0, 0, 0, 0, 0};
+    for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);
+    // each lane's own link, once its turn has come: U = Y, 1/d, G (zero past the chain)
+    double my_inv = 0, my_su = 0, my_G[6] = {0, 0, 0, 0, 0, 0};
 #pragma unroll 1
     for (int j = last; j >= base; j--) {
       int lj = j - base;
@@ -124,17 +184,17 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
       double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
       for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
       if (lane == lj) {
-        for (int k = 0; k < 6; k++) wi[k] = Y[k] * inv;
-        su = sj;
+        my_inv = inv;
+        my_su = sj;
+        for (int k = 0; k < 6; k++) my_G[k] = G[k];
         if (!ok) bad = true;
       }
+      if (j == base) break;
       double U[6], Gj[6];
       for (int k = 0; k < 6; k++) U[k] = Y[k], Gj[k] = G[k];
       cfd_awb_broadcast(U, 6, lj);
       cfd_awb_broadcast(Gj, 6, lj);
       double ij = __shfl_sync(CFD_WL_MASK, inv, lj);
-      cfd_awb_rank1(&P, U, ij);  // P' takes every U_j U_j^T / d_j and G_j of the block
-      for (int k = 0; k < 6; k++) sumG[k] += Gj[k];
       if (lane < lj) {  // IA_i -= U U^T / d_j, pA_i += G_j
         double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, cc) * ij;
         for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
@@ -144,19 +204,30 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
       }
     }
     if (link) {  // J's slots now hold w = U / d and su = u / d for the accelerations
-      for (int k = 0; k < 6; k++) w[12 + k] = wi[k];
-      w[18] = su;
+      for (int k = 0; k < 6; k++) w[12 + k] = Y[k] * my_inv;
+      w[18] = my_su;
     }
+    // the hand-over: P + sum J - sum U U^T / d, Pb + sum bias + sum G over the block's links,
+    // the sums over lanes as a scan (the same total on every lane, in a fixed order)
+    double x[27];  // U U^T / d (A 6, B 9, C 6), G 6
+    cfd_abw_inertia T = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
+    cfd_awb_rank1(&T, Y, -my_inv);
+    for (int k = 0; k < 6; k++) x[k] = T.A[k], x[15 + k] = T.C[k], x[21 + k] = my_G[k];
+    for (int k = 0; k < 9; k++) x[6 + k] = T.B[k];
+    cfd_wl_prefix_sum<32, 27>(lane, x);
+    cfd_awb_broadcast(x, 27, 31);
+    for (int k = 0; k < 6; k++) P.A[k] -= x[k], P.C[k] -= x[15 + k], Pb[k] = bt[k] + x[21 + k];
+    for (int k = 0; k < 9; k++) P.B[k] -= x[6 + k];
     cfd_abw_add(&P, Jt);
-    for (int k = 0; k < 6; k++) Pb[k] = bt[k] + sumG[k];  // bt: the block's bias total plus Pb
   }
 
-  // out: accelerations, block by block from the base, from the parent's acceleration Ac
+  // out: accelerations, block by block from the base, from the acceleration Ac of the link
+  // before the block (about the block's origin)
   double Ac[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
   for (int base = 0; base < n; base += 32) {
     int i = base + lane, count = min(32, n - base);  // the same on every lane
     bool link = i < n;
-    const double* w = scratch + (size_t)CFD_AWB_LINK_DOUBLES * (link ? i : 0);
+    const double* w = AWB_LINK(link ? i : 0);
     double S[6], cc[6], wi[6], cs[6], su = link ? w[18] : 0;
     for (int k = 0; k < 6; k++) {
       S[k] = link ? w[k] : 0;
@@ -180,12 +251,18 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
       if (lane > k) qa -= wS[k] * qk;
     }
     if (link) qacc[i] = qa;
-    double x[6];  // the block's share of the last link's acceleration: sum of c_k + S_k qa_k
+    if (base + 32 >= n) break;
+    double x[6];  // the block's share of its last link's acceleration: sum of c_k + S_k qa_k
     for (int k = 0; k < 6; k++) x[k] = cc[k] + S[k] * qa;
     cfd_wl_prefix_sum<32, 6>(lane, x);
     cfd_awb_broadcast(x, 6, 31);
+    const double* r = AWB_LINK(base + 31) + 28;  // then to the next block's origin
     for (int k = 0; k < 6; k++) Ac[k] += x[k];
+    double wr[3];
+    cfd_cross(Ac, r, wr);
+    for (int k = 0; k < 3; k++) Ac[3 + k] += wr[k];
   }
+#undef AWB_LINK
   return bad;
 }
 
