@@ -21,13 +21,15 @@
 // block and quantity elsewhere; scratch per link CFD_AWB_LINK_DOUBLES in global memory, read back by
 // the lane that wrote it. World coordinates cost rounding that grows with the distance from the
 // reference point (aba_world.h: a 200-link chain with slides reached 1.3e-10 with the base's
-// origin for the whole chain), so each block works about its own origin, the origin of the link
-// before it, and what passes between blocks is moved from one origin to the next.
+// origin for the whole chain; 1.1e-10 with the origin of the link before each block), so each
+// block works about the origin of its middle link, and what passes between blocks is moved from
+// one origin to the next.
 #ifndef CHAINFD_ABA_WORLD_BLOCKS_CUH
 #define CHAINFD_ABA_WORLD_BLOCKS_CUH
 
 #include "aba_world_lanes.cuh"
 
+#define CFD_AWB_MIDDLE 15  // the lane whose link's origin is its block's reference point
 #define CFD_AWB_LINK_DOUBLES 31  // S 6, c 6, J 10 (then w 6, su 1), bias 6, r_b 3 (a block's last)
 
 // I -= s U U^T for an articulated inertia in cfd_abw_inertia's parts
@@ -85,10 +87,9 @@ __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
 // qacc of one chain (c in joint frames) by the 32 lanes of a warp; q, qd, tau, diag (or NULL) and
 // qacc are the instance's n-vectors, scratch CFD_AWB_LINK_DOUBLES * n doubles. Returns (on every
 // lane) whether some d was not positive (the sweep goes on with d = 1).
-// Each block's quantities are about its own origin o_b, the origin of the link before the block
-// (o_0: the base's, the world origin of aba_world.h), so that rounding grows with a block's extent
-// rather than the chain's; what passes between blocks moves by r_b = o_{b+1} - o_b, kept in the
-// scratch of the block's last link.
+// Each block's quantities are about its own origin o_b, the origin of its middle link, so that
+// rounding grows with half a block's extent rather than the chain's; what passes between blocks
+// moves by r_b = o_{b+1} - o_b, kept in the scratch of the block's last link.
 __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
                              const double* __restrict__ qd, const double* __restrict__ tau,
                              const double* __restrict__ diag, double* __restrict__ qacc,
@@ -97,20 +98,31 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
   bool bad = false;
 #define AWB_LINK(i) (scratch + (size_t)CFD_AWB_LINK_DOUBLES * (i))
 
-  // out: poses, screws, velocities, c, J, bias; Rc and Vc: the rotation and velocity (about this
-  // block's origin) of the link before the block
-  double Rc[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Vc[6] = {0, 0, 0, 0, 0, 0};
+  // out: poses, screws, velocities, c, J, bias. Rc: the rotation of the link before the block;
+  // Vc: its velocity about its origin a_b (the block's anchor); r31: the previous block's last
+  // link's origin about that block's origin (then r_{b-1} = r31 + the new block's offset)
+  double Rc[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Vc[6] = {0, 0, 0, 0, 0, 0}, r31[3] = {0, 0, 0};
   for (int base = 0; base < n; base += 32) {
     int i = base + lane;
     bool link = i < n;
     const cfd_wl_link L = cfd_wl_link_of(c, link ? i : n);  // past the chain: a massless link
     double qi = link ? q[i] : 0, qdi = link ? qd[i] : 0;
-    double s = 0, co = 1, Rl[9], pl[3], R[9], p[3];
+    double s = 0, co = 1, Rl[9], pl[3], R[9], p[3], m[3];
     if (!L.slide) sincos(qi, &s, &co);
     cfd_abw_local_jf(L.H, L.h, L.slide, qi, s, co, Rl, pl);
     cfd_wl_pose_scan<32>(lane, Rl, pl);  // relative to the link before the block
     cfd_mat3_mul(Rc, Rl, R);
-    cfd_rot(Rc, pl, p);  // about o_b
+    cfd_rot(Rc, pl, p);  // about the anchor; the block's origin o_b: its middle link's origin
+    for (int k = 0; k < 3; k++) m[k] = p[k];
+    cfd_awb_broadcast(m, 3, CFD_AWB_MIDDLE);
+    for (int k = 0; k < 3; k++) p[k] -= m[k];
+    if (base > 0 && lane == 0) {
+      double* prev_last = AWB_LINK(base - 1) + 28;
+      for (int k = 0; k < 3; k++) prev_last[k] = r31[k] + m[k];  // r_{b-1} = o_b - o_{b-1}
+    }
+    double wm[3];
+    cfd_cross(Vc, m, wm);
+    for (int k = 0; k < 3; k++) Vc[3 + k] += wm[k];  // about o_b
     double S[6], Sqd[6], V[6], cc[6], J10[10], bias[6];
     for (int k = 0; k < 3; k++) S[k] = L.slide ? 0 : R[3 * k + 2], S[3 + k] = L.slide ? R[3 * k + 2] : 0;
     if (!L.slide) cfd_cross(p, S, S + 3);
@@ -124,20 +136,18 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
       double* w = AWB_LINK(i);
       for (int k = 0; k < 6; k++) w[k] = S[k], w[6 + k] = cc[k], w[22 + k] = bias[k];
       for (int k = 0; k < 10; k++) w[12 + k] = J10[k];
-      if (lane == 31)
-        for (int k = 0; k < 3; k++) w[28 + k] = p[k];  // r_b
     }
-    // the block's last lane: the next block's origin, rotation and velocity (moved to its origin)
+    // the block's last lane: the next block's rotation, anchor and velocity about it
     for (int k = 0; k < 9; k++) Rc[k] = R[k];
     for (int k = 0; k < 6; k++) Vc[k] = V[k];
+    for (int k = 0; k < 3; k++) r31[k] = p[k];
     cfd_awb_broadcast(Rc, 9, 31);
     cfd_awb_broadcast(Vc, 6, 31);
-    double r[3] = {p[0], p[1], p[2]}, wr[3];
-    cfd_awb_broadcast(r, 3, 31);
-    cfd_cross(Vc, r, wr);
+    cfd_awb_broadcast(r31, 3, 31);
+    double wr[3];
+    cfd_cross(Vc, r31, wr);
     for (int k = 0; k < 3; k++) Vc[3 + k] += wr[k];
   }
-
   __syncwarp();  // lane 31's r_b, read by every lane below
   // in: blocks from the tip, each with what the blocks beyond hand over (P, Pb), moved to its origin
   cfd_abw_inertia P = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
