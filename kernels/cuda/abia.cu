@@ -6,7 +6,8 @@
 // by every thread (read-only, broadcast from cache); each instance's per-link scratch is
 // interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses
 // coalesce. Batches up to a few thousand: a group of lanes per instance (below): in world
-// coordinates, a link per lane, for chains up to 32 links; 8 lanes in link frames for longer ones.
+// coordinates, a link per lane, for chains up to 32 links; a warp in blocks of 32 links in world
+// coordinates up to 256 links; 8 lanes in link frames for longer ones.
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
@@ -173,8 +174,13 @@ static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double*
 
 // Longer chains, one or a few of them (and batches up to a few thousand): a warp per instance,
 // the world-coordinate ABA in blocks of 32 links (aba_world_blocks.cuh), the per-link scratch in
-// global memory, read back by the lane that wrote it.
+// global memory, read back by the lane that wrote it. On the H100 (bench --only abia), 200 links:
+// B = 1 116 us against 498 for the 8 lanes in link frames, B = 1024 268 against 707, B = 4096 899
+// against 986. Up to 256 links: its rounding grows with the chain (a tiled chain of 1024 links:
+// up to 4.5e-9 against the reference, where the lanes in link frames stay within 1e-9; 200
+// links: 4e-11, the tests' bound 1e-10).
 #define ABIA_WB_MAX_B 4096
+#define ABIA_WB_MAX_N 256
 
 __global__ void __launch_bounds__(32)
 abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
@@ -199,7 +205,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int jf_short = g->n <= ABIA_WORLD_MAX_N && g->chain_jf.home_R;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
                 : jf_short && B <= ABIA_WL_MAX_B ? 7
-                : g->chain_jf.home_R && B <= ABIA_WB_MAX_B ? 8
+                : g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N && B <= ABIA_WB_MAX_B ? 8
                 : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
   if (g->n > ABIA_LOCAL_MAX_N && (variant == 2 || variant == 3)) variant = 1;
