@@ -191,7 +191,7 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     for (int j = last; j >= base; j--) {
       int lj = j - base;
       bool ok = d > 0;
-      double inv = __drcp_rn(ok ? d : 1), sj = u * inv, G[6];  // = 1 / d, without a division
+      double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
       for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
       if (lane == lj) {
         my_inv = inv;
@@ -248,9 +248,10 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     for (int k = 0; k < 6; k++) cs[k] += Ac[k];
     double qa = su - cfd_dot6(wi, cs), wS[31];
 #pragma unroll
-    for (int k = 0; k < 31; k++) {  // off the critical path: every w_i.S_k, the S_k loaded (the
-      if (k + 1 >= count) break;    // same address on every lane: one broadcast from L1) where
-      const double* Sk = AWB_LINK(base + k);  // shuffles would queue on the shuffle unit
+    for (int k = 0; k < 31; k++) {  // off the critical path: every w_i.S_k
+      if (k + 1 >= count) break;
+      double Sk[6];
+      for (int e = 0; e < 6; e++) Sk[e] = __shfl_sync(CFD_WL_MASK, S[e], k);
       wS[k] = cfd_dot6(wi, Sk);
     }
 #pragma unroll

@@ -125,7 +125,7 @@ __device__ __forceinline__ double cfd_wl_qacc(const cfd_wl_link& L, int n, int l
   for (int j = n - 1; j >= 0; j--) {
     // lane j's U_j = Y is final: d, su and what its parent gets, G = Ia c + U su
     bool ok = d > 0;
-    double inv = __drcp_rn(ok ? d : 1), sj = u * inv, G[6];  // = 1 / d, without a division
+    double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
     for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
     if (lane == j) {
       for (int k = 0; k < 6; k++) w[k] = Y[k] * inv;
