@@ -311,11 +311,12 @@ static void emit(const char* fig, const char* model, int n, int B, const char* w
 
 static const cfd_gpu_algorithm algs[4] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA, CFD_GPU_ABIA_F32};
 
-static void fig2(int max_n, double budget) {
+static void fig2(int min_n, int max_n, double budget) {
   printf("\n== Fig. 2: one chain, time of one forward dynamics (us), B = 1 ==\n");
   printf("%6s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
          "cuda.jsiia", "cuda.cfa", "best GPU vs mj_forward");
   for (int n = 8; n <= max_n; n *= 2) {
+    if (n < min_n) continue;
     char spec[128];
     snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
     model_set s;
@@ -741,7 +742,7 @@ int main(int argc, char** argv) {
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
   if (!only || !strcmp(only, "cfa")) cfa_layouts(min_n, max_n, budget);
   if (!only || !strcmp(only, "abia")) abia_variants(arm, budget);
-  if (!only || !strcmp(only, "fig2")) fig2(max_n, budget);
+  if (!only || !strcmp(only, "fig2")) fig2(min_n, max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
     fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);
     fig3("fig3", "chain:200,random=1,seed=1,armature=0.01", "200 links", 1, maxB, budget, cores);
