@@ -80,6 +80,11 @@ __device__ void cfd_awb_shift_inertia(cfd_abw_inertia* P, const double r[3]) {
   for (int k = 0; k < 9; k++) P->B[k] += XC[k];
 }
 
+// a.b in two halves: a shorter chain of dependent multiply-adds on the sweep's critical path
+__device__ __forceinline__ double cfd_awb_dot6(const double* a, const double* b) {
+  return (a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) + (a[3] * b[3] + a[4] * b[4] + a[5] * b[5]);
+}
+
 __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
   for (int k = 0; k < K; k++) x[k] = __shfl_sync(CFD_WL_MASK, x[k], src);
 }
@@ -185,34 +190,27 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     double Jt[10], bt[6];
     for (int k = 0; k < 10; k++) Jt[k] = __shfl_sync(CFD_WL_MASK, J10[k], 0);
     for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);
-    // each lane's own link, once its turn has come: U = Y, 1/d, G (zero past the chain)
-    double my_inv = 0, my_su = 0, my_G[6] = {0, 0, 0, 0, 0, 0};
 #pragma unroll 1
-    for (int j = last; j >= base; j--) {
+    for (int j = last; j > base; j--) {  // lane j - base's U_j = Y is final: to the lanes below
       int lj = j - base;
-      bool ok = d > 0;
-      double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
-      for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
-      if (lane == lj) {
-        my_inv = inv;
-        my_su = sj;
-        for (int k = 0; k < 6; k++) my_G[k] = G[k];
-        if (!ok) bad = true;
-      }
-      if (j == base) break;
-      double U[6], Gj[6];
-      for (int k = 0; k < 6; k++) U[k] = Y[k], Gj[k] = G[k];
+      double inv = 1 / (d > 0 ? d : 1), sj = u * inv, U[6], Gj[6];
+      for (int k = 0; k < 6; k++) U[k] = Y[k], Gj[k] = Z[k] + Y[k] * (sj - yc * inv);
       cfd_awb_broadcast(U, 6, lj);
       cfd_awb_broadcast(Gj, 6, lj);
       double ij = __shfl_sync(CFD_WL_MASK, inv, lj);
       if (lane < lj) {  // IA_i -= U U^T / d_j, pA_i += G_j
-        double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, cc) * ij;
+        double US = cfd_awb_dot6(U, S), a = US * ij, b = cfd_awb_dot6(U, cc) * ij;
         for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
         d -= a * US;
         yc -= b * US;
-        u -= cfd_dot6(Gj, S);
+        u -= cfd_awb_dot6(Gj, S);
       }
     }
+    // each lane's own link as it was at its turn (nothing changed it since): 1/d, u/d, G
+    bool ok = d > 0;
+    if (link && !ok) bad = true;
+    double my_inv = link ? 1 / (ok ? d : 1) : 0, my_su = u * my_inv, my_G[6];
+    for (int k = 0; k < 6; k++) my_G[k] = link ? Z[k] + Y[k] * (my_su - yc * my_inv) : 0;
     if (link) {  // J's slots now hold w = U / d and su = u / d for the accelerations
       for (int k = 0; k < 6; k++) w[12 + k] = Y[k] * my_inv;
       w[18] = my_su;
