@@ -175,8 +175,8 @@ static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double*
 // Longer chains, one or a few of them (and batches up to a few thousand): a warp per instance,
 // the world-coordinate ABA in blocks of 32 links (aba_world_blocks.cuh), the per-link scratch in
 // global memory, read back by the lane that wrote it. On the H100 (bench --only abia), 200 links:
-// B = 1 116 us against 498 for the 8 lanes in link frames, B = 1024 268 against 707, B = 4096 899
-// against 986. Up to 256 links: its rounding grows with the chain (a tiled chain of 1024 links:
+// B = 1 107 us against 502 for the 8 lanes in link frames, B = 1024 261 against 704, B = 4096 868
+// against 976. Up to 256 links: its rounding grows with the chain (a tiled chain of 1024 links:
 // up to 4.5e-9 against the reference, where the lanes in link frames stay within 1e-9; 200
 // links: 4e-11, the tests' bound 1e-10).
 #define ABIA_WB_MAX_B 4096
