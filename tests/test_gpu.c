@@ -201,6 +201,40 @@ static void test_abia_variants(int quick) {
   }
 }
 
+// A chain whose last link has no inertia and no armature: its pivot d is zero, and every ABIA
+// kernel must say so (the world-blocks kernel once reported only the first lane's pivots: the
+// last link of 40 sits on lane 7 of the second block).
+static void test_abia_singular(void) {
+  static const struct { int v; const char* name; } kinds[] = {
+      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}};
+  char err[1024];
+  const char* model = "chain:40,random=1,seed=46";
+  mjModel* m = cfd_load_model(model, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", model, err);
+  if (!m) return;
+  cfd_chain c;
+  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", model, err);
+  int n = c.n, B = 3;
+  for (int k = 0; k < 36; k++) c.inertia[36 * (n - 1) + k] = 0;
+  c.armature[n - 1] = 0;
+  double *q = calloc((size_t)4 * B * n, sizeof(double)), *qd = q + B * n, *tau = qd + B * n;
+  double* got = tau + B * n;
+  cfd_gpu* g;
+  EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
+  for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]) && g; v++) {
+    cfd_gpu_abia_variant = kinds[v].v;
+    int st = cfd_gpu_fd(g, B, q, qd, tau, NULL, got, CFD_HOST, err, sizeof err);
+    cfd_gpu_abia_variant = 0;
+    printf("massless tip, cuda.abia[%s]: %s\n", kinds[v].name, st ? err : "no error");
+    EXPECT(st != 0 && strstr(err, "singular"), "cuda.abia[%s] must report the zero pivot: %s",
+           kinds[v].name, st ? err : "no error");
+  }
+  cfd_gpu_free(g);
+  free(q);
+  cfd_chain_free(&c);
+  mj_deleteModel(m);
+}
+
 static void test_errors(void) {
   char err[1024];
   mjModel* m = cfd_load_model(CHAINFD_SCENES_DIR "/arm7.xml", err, sizeof err);
@@ -312,6 +346,7 @@ int main(void) {
     test_case(&tc);
   }
   test_abia_variants(quick && quick[0] == '1');
+  test_abia_singular();
   test_errors();
   TEST_EXIT();
 }

@@ -238,14 +238,19 @@ int main(int argc, char** argv) {
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1, 50, 0);
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 7, 50, 0);
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1000, 64, 0);
-    // 50 links: lanes with the state in global memory (B = 300 leaves idle groups), then a
-    // thread per instance
-    for (int lanes = 1; lanes >= 0; lanes--) {
-      cfd_gpu_rollout_lanes = lanes;
+    // 50 links: a warp per instance in blocks of 32 links (world coordinates, the default), 8
+    // lanes in link frames with the state in global memory (B = 300 leaves idle groups), a thread
+    // per instance; 100 links with slides in blocks (four, the last one partial)
+    for (int variant = 2; variant >= 0; variant--) {
+      cfd_gpu_rollout_lanes = variant > 0;
+      cfd_gpu_rollout_world = variant == 2;
       gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
                       mjINT_IMPLICITFAST, 300, 32, 0);
     }
     cfd_gpu_rollout_lanes = 1;
+    cfd_gpu_rollout_world = 1;
+    gpu_against_cpu("chain:100,random=1,seed=8,slide=0.2,damping=0.1,armature=0.02,actuators=1",
+                    mjINT_EULER, 7, 20, 0);
     // up to 16 links: a group of lanes per instance (B = 37 leaves idle groups in the last
     // block), exchanging through shared memory and by shuffles, then the same batch with one
     // thread per instance
@@ -277,8 +282,8 @@ int main(int argc, char** argv) {
     printf("CUDA devices: %d\n", cfd_gpu_device_count());
     gpu_against_cpu(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 64, CHAINFD_ALL_GPUS);
     // bad states and controls (mj_step's resets) in every kernel: world lanes (arm7, 12 links),
-    // link-frame lanes in shared and in global memory, a thread per instance (local and global
-    // state), all GPUs; then with autoreset off
+    // world blocks (50 links), link-frame lanes in shared and in global memory, a thread per
+    // instance (local and global state), all GPUs; then with autoreset off
     gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 37, 30, 0, 1);
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 30, 0, 1);
     const char* long50 = "chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";

@@ -271,7 +271,7 @@ __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
     for (int k = 0; k < 3; k++) Ac[3 + k] += wr[k];
   }
 #undef AWB_LINK
-  return bad;
+  return __any_sync(CFD_WL_MASK, bad);  // a lane's own link may be the singular one
 }
 
 #endif  // CHAINFD_ABA_WORLD_BLOCKS_CUH

@@ -190,7 +190,7 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
   long b = blockIdx.x, o = b * c.n;
   bool bad = cfd_awb_qacc(c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
                           work + b * CFD_AWB_LINK_DOUBLES * (long)c.n);
-  if (bad && threadIdx.x == 0) atomicExch(error, CFD_ERR_SINGULAR);
+  if (bad && threadIdx.x == 0) atomicExch(error, CFD_ERR_SINGULAR);  // bad: the warp's vote
 }
 
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 7

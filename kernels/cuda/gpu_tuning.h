@@ -26,8 +26,10 @@ extern int cfd_gpu_abia_variant;
 // instance (0).
 extern int cfd_gpu_rollout_lanes;
 // Rollouts by lanes on chains up to 32 links: the ABA in world coordinates, a link per lane (1, the
-// default: aba_world_lanes.cuh) or in link frames (0: aba_lanes.cuh, with the link-frame lanes'
-// own limits: state in shared memory up to 16 links and B = 8192, in global memory up to B = 4096).
+// default: aba_world_lanes.cuh), and on chains of 33 to 256 links a warp per instance in blocks of
+// 32 links (aba_world_blocks.cuh, B up to 4096); or in link frames (0: aba_lanes.cuh, with the
+// link-frame lanes' own limits: state in shared memory up to 16 links and B = 8192, in global
+// memory up to B = 4096).
 extern int cfd_gpu_rollout_world;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "aba_lanes.cuh"
+#include "aba_world_blocks.cuh"
 #include "aba_world_lanes.cuh"
 #include "gpu_internal.h"
 #include "rollout_step.h"
@@ -151,11 +152,12 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 
 static __host__ __device__ size_t lanes_instance_doubles(int n) { return (size_t)LANES_PER_LINK * n + 1; }
 
-// The parts of a lanes kernel's step around its forward dynamics, the group's lanes taking links
+// The parts of a lanes kernel's step around its forward dynamics, the group's G lanes taking links
 // (or actuators) in turn. Start: the instance's state from x0 into qpos, qvel (and out's first row).
+template <int G = LANES>
 __device__ __forceinline__ void lanes_start(int n, int lane, const double* x0, double* qpos,
                                             double* qvel, double* o, bool write) {
-  for (int i = lane; i < n; i += LANES) {
+  for (int i = lane; i < n; i += G) {
     qpos[i] = x0[i];
     qvel[i] = x0[n + i];
     if (write) o[i] = x0[i], o[n + i] = x0[n + i];
@@ -165,34 +167,38 @@ __device__ __forceinline__ void lanes_start(int n, int lane, const double* x0, d
 // Actuators: lanes take them in turn where each drives its own joint; lane 0 alone when several
 // share one (their forces then add in the CPU's order). u_t NULL: every control zero; one bad
 // (rollout_step.h): a warning and all zero. Returns whether one was bad.
+template <int G = LANES>
 __device__ __forceinline__ bool lanes_actuators(const cfd_rollout_params& p, int lane, int distinct,
                                                 const double* u_t, const double* qpos,
                                                 const double* qvel, double* tau, double* diag) {
   bool bad = false;
-  for (int a = lane; u_t && a < p.nu; a += LANES) bad |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
-  bad = group_any<LANES>(bad);
-  for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? LANES : 1)
+  for (int a = lane; u_t && a < p.nu; a += G) bad |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
+  bad = group_any<G>(bad);
+  for (int a = distinct ? lane : 0; a < p.nu && (distinct || lane == 0); a += distinct ? G : 1)
     cfd_rollout_actuator(&p, a, u_t, bad, qpos, qvel, tau, diag, 1);
   return bad;
 }
 
 // mj_resetData on the instance's state, lanes taking links in turn
+template <int G = LANES>
 __device__ __forceinline__ void lanes_reset(const cfd_rollout_params& p, int lane, double* qpos,
                                             double* qvel) {
-  for (int i = lane; i < p.n; i += LANES) qpos[i] = p.qpos0[i], qvel[i] = 0;
+  for (int i = lane; i < p.n; i += G) qpos[i] = p.qpos0[i], qvel[i] = 0;
 }
 
 // Any bad entry of x among this lane's links, over the whole group
+template <int G = LANES>
 __device__ __forceinline__ bool lanes_any_bad(int n, int lane, const double* x) {
   bool bad = false;
-  for (int i = lane; i < n; i += LANES) bad |= cfd_is_bad(x[i]);
-  return group_any<LANES>(bad);
+  for (int i = lane; i < n; i += G) bad |= cfd_is_bad(x[i]);
+  return group_any<G>(bad);
 }
 
 // Semi-implicit Euler, as cfd_rollout_step, and the state into out's row ot when write.
+template <int G = LANES>
 __device__ __forceinline__ void lanes_integrate(int n, int lane, double h, const double* qacc,
                                                 double* qpos, double* qvel, double* ot, bool write) {
-  for (int i = lane; i < n; i += LANES) {
+  for (int i = lane; i < n; i += G) {
     qvel[i] += h * qacc[i];
     qpos[i] += h * qvel[i];
     if (write) ot[i] = qpos[i], ot[n + i] = qvel[i];
@@ -378,6 +384,78 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   }
 }
 
+// Chains of 33 to 256 links in joint frames, one instance per warp: the world-coordinate ABA in
+// blocks of 32 links (aba_world_blocks.cuh), the step around it as in the lanes kernel above with
+// the warp's 32 lanes taking links in turn; state and scratch in work (a slot per instance).
+// Past 256 links its rounding grows beyond the link-frame lanes' (abia.cu), past B = 4096 a
+// thread per instance wins (as for the FD batch kernels).
+#define WB_MAX_N 256
+#define WB_MAX_B 4096
+
+__global__ void __launch_bounds__(32)
+rollout_world_blocks_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
+                            const double* __restrict__ init, int shared_init,
+                            const double* __restrict__ ctrl, double* __restrict__ out,
+                            int final_only, int distinct, double* work, rollout_flags* flags,
+                            int* warn) {
+  int n = p.n, lane = threadIdx.x;
+  long b = blockIdx.x;
+  double* scratch = work + lanes_instance_doubles(n) * b;  // CFD_AWB_LINK_DOUBLES n, then the state
+  double* q = scratch + (size_t)CFD_AWB_LINK_DOUBLES * n;
+  double *tau = q + n, *diag = tau + n, *qacc = diag + n, *qpos = qacc + n, *qvel = qpos + n;
+  const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
+  double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+  lanes_start<32>(n, lane, x0, qpos, qvel, o, !final_only);
+  double h = p.h;
+  bool failed = false;
+  int warnings = 0;
+  __syncwarp();
+  // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
+  // whether some pivot was not positive, and (bad_ctrl) some control bad
+  auto forward = [&](const double* u_t, bool* bad_ctrl) {
+    for (int i = lane; i < n; i += 32) cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
+    __syncwarp();
+    *bad_ctrl = lanes_actuators<32>(p, lane, distinct, u_t, qpos, qvel, tau, diag);
+    __syncwarp();
+    bool singular = cfd_awb_qacc(c, q, qvel, tau, diag, qacc, scratch);  // the warp's vote
+    __syncwarp();
+    return singular;
+  };
+  for (int t = 0; t < H; t++) {
+    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
+      if (lanes_any_bad<32>(n, lane, k ? qvel : qpos)) {
+        warnings++;
+        if (p.autoreset) lanes_reset<32>(p, lane, qpos, qvel), u_t = NULL;
+      }
+    __syncwarp();
+    bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
+    warnings += bad_ctrl;
+    bool bad_diag = lanes_any_bad<32>(n, lane, diag);  // as in cfd_rollout_step
+    bool bad_acc = lanes_any_bad<32>(n, lane, qacc);
+    bool redo = !bad_diag && (bad_acc || singular);  // mj_checkAcc
+    warnings += redo;
+    if (p.autoreset && redo) {  // warp-uniform: a warp is one instance
+      lanes_reset<32>(p, lane, qpos, qvel), u_t = NULL;
+      __syncwarp();
+      singular = forward(u_t, &bad_ctrl);
+      failed |= singular;
+    }
+    if (bad_diag || (!p.autoreset && redo && singular))
+      for (int i = lane; i < n; i += 32) qacc[i] = NAN;
+    __syncwarp();
+    lanes_integrate<32>(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
+                        !final_only || t == H - 1);
+    __syncwarp();
+  }
+  if (final_only && H == 0)
+    for (int i = lane; i < n; i += 32) o[i] = qpos[i], o[n + i] = qvel[i];
+  if (lane == 0) {
+    if (failed) atomicExch(&flags->status, CFD_ERR_SINGULAR);
+    report_warnings(warn, b, warnings, flags);
+  }
+}
+
 // Launches the world lanes kernel with the narrowest group that holds the chain (the caller checks
 // the launch).
 static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const double* init,
@@ -501,6 +579,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   int W = world_lanes_width(n);
   bool world = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n <= WL_MAX_N &&
                r->chain_jf.home_R && (W <= 8 || (long)B * W <= WL_MAX_THREADS);
+  bool blocks32 = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n > WL_MAX_N &&
+                  n <= WB_MAX_N && r->chain_jf.home_R && B <= WB_MAX_B;
   if (!world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
     cudaFree(r->work);
     r->work = NULL;
@@ -547,6 +627,10 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   int groups = LANES_BLOCK / LANES, small = n <= ROLLOUT_LOCAL_MAX_N;
   if (world) {
     launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only);
+  } else if (blocks32) {
+    rollout_world_blocks_kernel<<<B, 32, 0, r->stream>>>(
+        r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
+        r->work, r->flags, r->warn);
   } else if (cfd_gpu_rollout_lanes && small && B <= LANES_MAX_B) {
     rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
                                   sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
