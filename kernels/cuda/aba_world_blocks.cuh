@@ -52,7 +52,7 @@ __device__ __forceinline__ void cfd_awb_sym_full(const double s[6], double M[9])
   M[1] = M[3] = s[3]; M[2] = M[6] = s[4]; M[5] = M[7] = s[5];
 }
 
-__device__ void cfd_awb_shift_inertia(cfd_abw_inertia* P, const double r[3]) {
+static __device__ void cfd_awb_shift_inertia(cfd_abw_inertia* P, const double r[3]) {
   double A[9], C[9], X[9];  // X = r^
   cfd_awb_sym_full(P->A, A);
   cfd_awb_sym_full(P->C, C);
@@ -95,7 +95,7 @@ __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
 // Each block's quantities are about its own origin o_b, the origin of its middle link, so that
 // rounding grows with half a block's extent rather than the chain's; what passes between blocks
 // moves by r_b = o_{b+1} - o_b, kept in the scratch of the block's last link.
-__device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
+static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict__ q,
                              const double* __restrict__ qd, const double* __restrict__ tau,
                              const double* __restrict__ diag, double* __restrict__ qacc,
                              double* __restrict__ scratch) {
