@@ -12,14 +12,16 @@
 //     plus what the blocks beyond hand over, P (their articulated inertia, a symmetric 6x6) and
 //     Pb (their bias force with the corrections); then, as aba_world_lanes.cuh, lane i keeps
 //     Y_i = IA_i S_i, Z_i = IA_i c_i and three scalars, updated as each U_j (j > i in the block)
-//     is broadcast. Every lane sums the block's U_j U_j^T / d_j and G_j as they pass, which with
-//     the block's J and bias totals gives the next block's P and Pb:
+//     is broadcast. At the block's end a scan over the lanes sums its U_j U_j^T / d_j and G_j,
+//     which with the block's J and bias totals gives the next block's P and Pb:
 //       P' = P + sum_block J - sum_block U U^T / d,   Pb' = Pb + sum_block bias + sum_block G.
 //   out again: per block, the unit triangular solve of aba_world_lanes.cuh from the acceleration
 //     of the previous block's last link, which the block's sum of c_k + S_k qa_k carries on.
 // Per link one broadcast of 13 numbers on the backward sweep's critical path, a shuffle scan per
 // block and quantity elsewhere; scratch per link CFD_AWB_LINK_DOUBLES in global memory, read back by
-// the lane that wrote it. World coordinates cost rounding that grows with the distance from the
+// the lane that wrote it (and r_b by every lane, after a warp barrier). ncu (256 links, one
+// chain): the warp issues every 4 cycles, half the samples waiting on dependent results, a third
+// at shuffles; about 240 instructions per link. World coordinates cost rounding that grows with the distance from the
 // reference point (aba_world.h: a 200-link chain with slides reached 1.3e-10 with the base's
 // origin for the whole chain; 1.1e-10 with the origin of the link before each block), so each
 // block works about the origin of its middle link, and what passes between blocks is moved from
