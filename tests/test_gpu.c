@@ -163,8 +163,13 @@ static void test_abia_variants(int quick) {
     mjModel* m = cfd_load_model(models[k], err, sizeof err);
     EXPECT(m != NULL, "%s: %s", models[k], err);
     if (!m) continue;
-    cfd_chain c;
+    cfd_chain c, cj;
     EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", models[k], err);
+    // the world kernels run on the chain in joint frames, and fall back to link frames without
+    // it: these chains must have one, or the world variants below would test nothing new
+    int jf = cfd_chain_in_joint_frames(&c, &cj) == 0;  // (frees cj itself when it fails)
+    EXPECT(jf, "%s: no joint frames", models[k]);
+    if (jf) cfd_chain_free(&cj);
     int n = c.n, B = quick ? 37 : 1000;  // 37: the last block of the lanes kernel half idle
     double *q = malloc(sizeof(double) * 6 * B * n), *qd = q + B * n, *tau = qd + B * n;
     double *ex = tau + B * n, *ref = ex + B * n, *got = ref + B * n;

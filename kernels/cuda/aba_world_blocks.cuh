@@ -31,7 +31,9 @@
 
 #include "aba_world_lanes.cuh"
 
-#define CFD_AWB_MIDDLE 15  // the lane whose link's origin is its block's reference point
+// the lane whose link's origin is its block's reference point (in a last block of fewer than 16
+// links a massless stand-in, at the last link's origin)
+#define CFD_AWB_MIDDLE 15
 #define CFD_AWB_LINK_DOUBLES 31  // S 6, c 6, J 10 (then w 6, su 1), bias 6, r_b 3 (a block's last)
 
 // I -= s U U^T for an articulated inertia in cfd_abw_inertia's parts

@@ -8,8 +8,8 @@
 //   F_i  = sum_{k>=i} (J^w_k a_k - ad*_{V_k} J^w_k V_k)   a suffix sum
 //   tau_i = S^w_i^T F_i
 // Each thread owns a run of consecutive links: it reduces its run serially, the block scans the
-// runs' totals in shared memory (Hillis-Steele), the blocks of a cluster pass their totals on
-// (block_scan.cuh), and each thread then sweeps its run again.
+// runs' totals (warp shuffles, then the warps' totals through shared memory), the blocks of a
+// cluster pass their totals on (block_scan.cuh), and each thread then sweeps its run again.
 #ifndef CHAINFD_ID_SCAN_CUH
 #define CHAINFD_ID_SCAN_CUH
 
