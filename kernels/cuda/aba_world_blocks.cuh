@@ -84,11 +84,6 @@ static __device__ void cfd_awb_shift_inertia(cfd_abw_inertia* P, const double r[
   for (int k = 0; k < 9; k++) P->B[k] += XC[k];
 }
 
-// a.b in two halves: a shorter chain of dependent multiply-adds on the sweep's critical path
-__device__ __forceinline__ double cfd_awb_dot6(const double* a, const double* b) {
-  return (a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) + (a[3] * b[3] + a[4] * b[4] + a[5] * b[5]);
-}
-
 __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
   for (int k = 0; k < K; k++) x[k] = __shfl_sync(CFD_WL_MASK, x[k], src);
 }
@@ -197,24 +192,22 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
 #pragma unroll 1
     for (int j = last; j > base; j--) {  // lane j - base's U_j = Y is final: to the lanes below
       int lj = j - base;
-      double inv = 1 / (d > 0 ? d : 1), sj = u * inv, U[6], Gj[6];
-      for (int k = 0; k < 6; k++) U[k] = Y[k], Gj[k] = Z[k] + Y[k] * (sj - yc * inv);
+      bool ok;
+      double sj, U[6], Gj[6], ij = cfd_wl_turn(Y, Z, d, yc, u, &sj, Gj, &ok);
+      for (int k = 0; k < 6; k++) U[k] = Y[k];
       cfd_awb_broadcast(U, 6, lj);
       cfd_awb_broadcast(Gj, 6, lj);
-      double ij = __shfl_sync(CFD_WL_MASK, inv, lj);
-      if (lane < lj) {  // IA_i -= U U^T / d_j, pA_i += G_j
-        double US = cfd_awb_dot6(U, S), a = US * ij, b = cfd_awb_dot6(U, cc) * ij;
-        for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
-        d -= a * US;
-        yc -= b * US;
-        u -= cfd_awb_dot6(Gj, S);
-      }
+      ij = __shfl_sync(CFD_WL_MASK, ij, lj);
+      if (lane < lj) cfd_wl_absorb(U, Gj, ij, S, cc, Y, Z, &d, &yc, &u);
     }
     // each lane's own link as it was at its turn (nothing changed it since): 1/d, u/d, G
-    bool ok = d > 0;
+    bool ok;
+    double my_su, my_G[6], my_inv = cfd_wl_turn(Y, Z, d, yc, u, &my_su, my_G, &ok);
     if (link && !ok) bad = true;
-    double my_inv = link ? 1 / (ok ? d : 1) : 0, my_su = u * my_inv, my_G[6];
-    for (int k = 0; k < 6; k++) my_G[k] = link ? Z[k] + Y[k] * (my_su - yc * my_inv) : 0;
+    if (!link) {  // past the chain: nothing to the sums below
+      my_inv = my_su = 0;
+      for (int k = 0; k < 6; k++) my_G[k] = 0;
+    }
     if (link) {  // J's slots now hold w = U / d and su = u / d for the accelerations
       for (int k = 0; k < 6; k++) w[12 + k] = Y[k] * my_inv;
       w[18] = my_su;

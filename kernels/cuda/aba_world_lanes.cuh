@@ -92,6 +92,31 @@ __device__ __forceinline__ void cfd_wl_suffix_sum(int lane, double x[K]) {
     }
 }
 
+// The right-looking backward sweep's two halves, shared with aba_world_blocks.cuh. A link's turn
+// (its U = Y final): returns 1/d (of d = 1 when d is not positive: *ok false), u/d in *su and what
+// the parent takes, G = IA c + U (u - U.c) / d, in G.
+__device__ __forceinline__ double cfd_wl_turn(const double Y[6], const double Z[6], double d,
+                                              double yc, double u, double* su, double G[6],
+                                              bool* ok) {
+  *ok = d > 0;
+  double inv = 1 / (*ok ? d : 1);
+  *su = u * inv;
+  for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (*su - yc * inv);
+  return inv;
+}
+
+// A link nearer the base takes U_j, G_j and 1/d_j (ij) of a turn: IA_i -= U U^T / d_j, pA_i += G_j,
+// on its Y = IA S, Z = IA c, d = S.IA S (+ diagonal terms), yc = Y.c and u = tau - S.pA.
+__device__ __forceinline__ void cfd_wl_absorb(const double U[6], const double Gj[6], double ij,
+                                              const double S[6], const double c[6], double Y[6],
+                                              double Z[6], double* d, double* yc, double* u) {
+  double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, c) * ij;
+  for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
+  *d -= a * US;
+  *yc -= b * US;
+  *u -= cfd_dot6(Gj, S);
+}
+
 // qacc of link `lane` for the instance whose link-`lane` values are q (the chain's coordinate),
 // qd, tau and diag (the joint-diagonal term); every lane of the warp calls it, lanes past n with
 // zeros. Sets *bad when some d is not positive (the sweep goes on with d = 1).
@@ -123,10 +148,9 @@ __device__ __forceinline__ double cfd_wl_qacc(const cfd_wl_link& L, int n, int l
   double u = tau - cfd_dot6(S, bias);             // tau - S.pA
 #pragma unroll 1
   for (int j = n - 1; j >= 0; j--) {
-    // lane j's U_j = Y is final: d, su and what its parent gets, G = Ia c + U su
-    bool ok = d > 0;
-    double inv = 1 / (ok ? d : 1), sj = u * inv, G[6];
-    for (int k = 0; k < 6; k++) G[k] = Z[k] + Y[k] * (sj - yc * inv);
+    // lane j's U_j = Y is final: d, su and what its parent gets
+    bool ok;
+    double sj, G[6], inv = cfd_wl_turn(Y, Z, d, yc, u, &sj, G, &ok);
     if (lane == j) {
       for (int k = 0; k < 6; k++) w[k] = Y[k] * inv;
       su = sj;
@@ -136,13 +160,7 @@ __device__ __forceinline__ double cfd_wl_qacc(const cfd_wl_link& L, int n, int l
     double U[6], Gj[6];
     for (int k = 0; k < 6; k++) U[k] = cfd_wl_get<W>(Y[k], j), Gj[k] = cfd_wl_get<W>(G[k], j);
     double ij = cfd_wl_get<W>(inv, j);
-    if (lane < j) {  // IA_i -= U U^T / d_j, pA_i += G_j
-      double US = cfd_dot6(U, S), a = US * ij, b = cfd_dot6(U, c) * ij;
-      for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
-      d -= a * US;
-      yc -= b * US;
-      u -= cfd_dot6(Gj, S);
-    }
+    if (lane < j) cfd_wl_absorb(U, Gj, ij, S, c, Y, Z, &d, &yc, &u);
   }
   // out: qa_i = su_i - w_i.(a_0 + sum_{k<=i} c_k) - sum_{k<i} (w_i.S_k) qa_k, with a_0 = -gravity
   cfd_wl_prefix_sum<W, 6>(lane, c);

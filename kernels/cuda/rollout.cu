@@ -205,6 +205,51 @@ __device__ __forceinline__ void lanes_integrate(int n, int lane, double h, const
   }
 }
 
+// H steps of a group-of-G-lanes kernel around its forward dynamics, forward(u_t, &bad_ctrl), which
+// writes qacc and returns whether some pivot was not positive (every lane of the warp calls it
+// together): mj_step's checks and resets as in cfd_rollout_step, semi-implicit Euler, the states
+// into o (the instance's rows; written when active). Returns the warnings; sets *failed when a
+// reset step was singular again.
+template <int G, class Forward>
+__device__ __forceinline__ int lanes_steps(const cfd_rollout_params& p, int n, int lane, int H,
+                                           const double* ctrl_b, double* qpos, double* qvel,
+                                           const double* diag, double* qacc, double* o,
+                                           int final_only, bool active, bool* failed,
+                                           Forward forward) {
+  int warnings = 0;
+  for (int t = 0; t < H; t++) {
+    const double* u_t = ctrl_b + (size_t)t * p.nu;
+    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
+      if (lanes_any_bad<G>(n, lane, k ? qvel : qpos)) {
+        warnings++;
+        if (p.autoreset) lanes_reset<G>(p, lane, qpos, qvel), u_t = NULL;
+      }
+    __syncwarp();
+    bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
+    warnings += bad_ctrl;
+    bool bad_diag = lanes_any_bad<G>(n, lane, diag);  // as in cfd_rollout_step
+    bool bad_acc = lanes_any_bad<G>(n, lane, qacc);  // (a ballot: every lane, so never short-circuited)
+    bool redo = !bad_diag && (bad_acc || singular);  // mj_checkAcc
+    warnings += redo;
+    if (p.autoreset && __any_sync(0xffffffffu, redo)) {
+      // the whole warp takes the second pass; groups whose step was sound take it again as it was
+      if (redo) lanes_reset<G>(p, lane, qpos, qvel), u_t = NULL;
+      __syncwarp();
+      singular = forward(u_t, &bad_ctrl);
+      *failed |= redo && singular;
+    }
+    if (bad_diag || (!p.autoreset && redo && singular))
+      for (int i = lane; i < n; i += G) qacc[i] = NAN;
+    __syncwarp();
+    lanes_integrate<G>(n, lane, p.h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
+                       active && (!final_only || t == H - 1));
+    __syncwarp();
+  }
+  if (active && final_only && H == 0)
+    for (int i = lane; i < n; i += G) o[i] = qpos[i], o[n + i] = qvel[i];
+  return warnings;
+}
+
 // GLOBAL: the state in work (one slot per group, idle groups included) instead of shared memory;
 // a template parameter, so that the shared-memory version addresses shared memory directly
 template <bool GLOBAL>
@@ -228,9 +273,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   lanes_start(n, lane, x0, qpos, qvel, o, active && !final_only);
-  double h = p.h;
   bool failed = false;
-  int warnings = 0;
   __syncwarp();
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
   // whether some pivot was not positive, and (bad_ctrl) some control bad. Every lane of the warp
@@ -249,36 +292,8 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     __syncwarp();
     return group_any<LANES>(singular);
   };
-  for (int t = 0; t < H; t++) {
-    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
-    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
-      if (lanes_any_bad(n, lane, k ? qvel : qpos)) {
-        warnings++;
-        if (p.autoreset) lanes_reset(p, lane, qpos, qvel), u_t = NULL;
-      }
-    __syncwarp();
-    bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
-    warnings += bad_ctrl;
-    bool bad_diag = lanes_any_bad(n, lane, diag);  // as in cfd_rollout_step
-    bool bad_acc = lanes_any_bad(n, lane, qacc);  // (a ballot: every lane, so never short-circuited)
-    bool redo = !bad_diag && (bad_acc || singular);  // mj_checkAcc
-    warnings += redo;
-    if (p.autoreset && __any_sync(0xffffffffu, redo)) {
-      // the whole warp takes the second pass; groups whose step was sound take it again as it was
-      if (redo) lanes_reset(p, lane, qpos, qvel), u_t = NULL;
-      __syncwarp();
-      singular = forward(u_t, &bad_ctrl);
-      failed |= redo && singular;
-    }
-    if (bad_diag || (!p.autoreset && redo && singular))
-      for (int i = lane; i < n; i += LANES) qacc[i] = NAN;
-    __syncwarp();
-    lanes_integrate(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
-                    active && (!final_only || t == H - 1));
-    __syncwarp();
-  }
-  if (active && final_only && H == 0)
-    for (int i = lane; i < n; i += LANES) o[i] = qpos[i], o[n + i] = qvel[i];
+  int warnings = lanes_steps<LANES>(p, n, lane, H, ctrl + (size_t)b * H * p.nu, qpos, qvel, diag,
+                                    qacc, o, final_only, active, &failed, forward);
   if (active && lane == 0) {
     if (failed) atomicExch(&flags->status, CFD_ERR_SINGULAR);
     report_warnings(warn, b, warnings, flags);
@@ -385,8 +400,8 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 }
 
 // Chains of 33 to 256 links in joint frames, one instance per warp: the world-coordinate ABA in
-// blocks of 32 links (aba_world_blocks.cuh), the step around it as in the lanes kernel above with
-// the warp's 32 lanes taking links in turn; state and scratch in work (a slot per instance).
+// blocks of 32 links (aba_world_blocks.cuh), the step around it the lanes kernel's (lanes_steps)
+// with the warp's 32 lanes taking links in turn; state and scratch in work (a slot per instance).
 // Past 256 links its rounding grows beyond the link-frame lanes' (abia.cu), past B = 4096 a
 // thread per instance wins (as for the FD batch kernels).
 #define WB_MAX_N 256
@@ -406,9 +421,7 @@ rollout_world_blocks_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   lanes_start<32>(n, lane, x0, qpos, qvel, o, !final_only);
-  double h = p.h;
   bool failed = false;
-  int warnings = 0;
   __syncwarp();
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
   // whether some pivot was not positive, and (bad_ctrl) some control bad
@@ -421,35 +434,8 @@ rollout_world_blocks_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     __syncwarp();
     return singular;
   };
-  for (int t = 0; t < H; t++) {
-    const double* u_t = ctrl + ((size_t)b * H + t) * p.nu;
-    for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
-      if (lanes_any_bad<32>(n, lane, k ? qvel : qpos)) {
-        warnings++;
-        if (p.autoreset) lanes_reset<32>(p, lane, qpos, qvel), u_t = NULL;
-      }
-    __syncwarp();
-    bool bad_ctrl, singular = forward(u_t, &bad_ctrl);
-    warnings += bad_ctrl;
-    bool bad_diag = lanes_any_bad<32>(n, lane, diag);  // as in cfd_rollout_step
-    bool bad_acc = lanes_any_bad<32>(n, lane, qacc);
-    bool redo = !bad_diag && (bad_acc || singular);  // mj_checkAcc
-    warnings += redo;
-    if (p.autoreset && redo) {  // warp-uniform: a warp is one instance
-      lanes_reset<32>(p, lane, qpos, qvel), u_t = NULL;
-      __syncwarp();
-      singular = forward(u_t, &bad_ctrl);
-      failed |= singular;
-    }
-    if (bad_diag || (!p.autoreset && redo && singular))
-      for (int i = lane; i < n; i += 32) qacc[i] = NAN;
-    __syncwarp();
-    lanes_integrate<32>(n, lane, h, qacc, qpos, qvel, o + (size_t)(final_only ? 0 : t + 1) * 2 * n,
-                        !final_only || t == H - 1);
-    __syncwarp();
-  }
-  if (final_only && H == 0)
-    for (int i = lane; i < n; i += 32) o[i] = qpos[i], o[n + i] = qvel[i];
+  int warnings = lanes_steps<32>(p, n, lane, H, ctrl + (size_t)b * H * p.nu, qpos, qvel, diag,
+                                 qacc, o, final_only, true, &failed, forward);
   if (lane == 0) {
     if (failed) atomicExch(&flags->status, CFD_ERR_SINGULAR);
     report_warnings(warn, b, warnings, flags);
