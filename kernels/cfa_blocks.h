@@ -308,7 +308,8 @@ CFD_HD void cfd_cfa_system_row(int i, int n, const double* CFD_RESTRICT D0,
 #define CFD_CFA_ACCEPT 1e-8
 #define CFD_CFA_FLOOR 1e-12
 CFD_HD int cfd_cfa_converged(double corr, double prev, double size) {
-  double left = corr < prev ? corr * (corr / prev) : corr;
+  // one correction alone says nothing about the contraction: then it must itself be small
+  double left = prev < INFINITY && corr < prev ? corr * (corr / prev) : corr;
   return left <= CFD_CFA_ACCEPT * size + CFD_CFA_FLOOR;
 }
 

@@ -79,6 +79,9 @@ int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const
 // followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
 // CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).
 extern int cfd_cfa_refine_steps;
+// 1: the refinement's residual tau - ID(q, qd, qdd) in long double (cfd_id_ld) instead of double,
+// for measurements (chainfd-cfa-accuracy): it does not rescue long chains
+extern int cfd_cfa_residual_ld;
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);
@@ -108,6 +111,11 @@ int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out);
 // residual): accurate to about 1e-15 relative even where M is ill-conditioned. For checks.
 int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                      const double* extra_diag, double* qacc);
+
+// tau = ID(q, qd, qdd) (qdd NULL: the bias) accumulated in long double, rounded once at the end:
+// the reference's residual, and CFA's when cfd_cfa_residual_ld is set.
+int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const double* qdd,
+              double* tau);
 
 // A chain of n links that repeats the links of `base` (link i is base's link i mod base->n): long
 // chains beyond what MuJoCo compiles (4.0 stops at body-tree depth 1023), for GPU tests and

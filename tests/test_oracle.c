@@ -240,7 +240,64 @@ static void test_aba_world(void) {
   }
 }
 
+// max |a - ref| / max |ref|
+static double max_rel_diff(const double* a, const double* ref, int n) {
+  double size = 0;
+  for (int i = 0; i < n; i++) size = fmax(size, fabs(ref[i]));
+  return max_abs_diff(a, ref, n) / (size > 0 ? size : 1);
+}
+
+// CFA's refinement refuses what it cannot show converged: a single step (no contraction to judge
+// by), and a 2048-link random chain, where the steps do not contract; the long-double residual
+// (cfd_cfa_residual_ld) reaches the reference where the iteration does contract.
+static void test_cfa_refusals(void) {
+  char err[1024];
+  mjModel* m = cfd_load_model("chain:1000,random=1,seed=1,armature=0.01", err, sizeof err);
+  cfd_chain base;
+  EXPECT(m && !cfd_chain_from_model(m, &base, err, sizeof err), "chain:1000: %s", err);
+  if (!m) return;
+  mj_deleteModel(m);
+  const int sizes[2] = {200, 2048};
+  for (int k = 0; k < 2; k++) {
+    int n = sizes[k];
+    cfd_chain c;
+    cfd_chain_tile(&base, n, &c);
+    double* v = malloc(sizeof(double) * 5 * n);
+    double* w = malloc(sizeof(double) * cfd_cfa_work_size(n));
+    double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n;
+    cfd_rng rng = {7 + k};
+    for (int i = 0; i < n; i++) {
+      q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
+      qd[i] = cfd_rng_uniform(&rng, -2, 2);
+      tau[i] = cfd_rng_uniform(&rng, -1, 1);
+    }
+    cfd_fd_reference(&c, q, qd, tau, NULL, ref);
+    int st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+    printf("cpu.cfa %d tiled links: status %d, error %.2e\n", n, st, max_rel_diff(x, ref, n));
+    if (n == 200) {
+      EXPECT(st == 0 && max_rel_diff(x, ref, n) < 1e-12, "cpu.cfa at 200 links: status %d", st);
+      cfd_cfa_residual_ld = 1;
+      st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+      cfd_cfa_residual_ld = 0;
+      EXPECT(st == 0 && max_rel_diff(x, ref, n) < 1e-15,
+             "cpu.cfa with the long-double residual: status %d, error %.2e", st, max_rel_diff(x, ref, n));
+      cfd_cfa_refine_steps = 1;
+      st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+      cfd_cfa_refine_steps = 4;
+      EXPECT(st == CFD_ERR_INACCURATE, "one refinement step was accepted (status %d)", st);
+    } else {
+      EXPECT(st == CFD_ERR_INACCURATE, "cpu.cfa at %d links: status %d, error %.2e", n, st,
+             max_rel_diff(x, ref, n));
+    }
+    free(v);
+    free(w);
+    cfd_chain_free(&c);
+  }
+  cfd_chain_free(&base);
+}
+
 int main(void) {
+  test_cfa_refusals();
   test_aba_world();
   test_equilibrium();
   test_pitched_screw();

@@ -10,8 +10,10 @@
 //      elimination works on K = (I - Gamma) J^-1 (I - Gamma)^T, whose conditioning (light links,
 //      long lever arms) costs the raw CFA up to 2e-5 relative on random chains of 200 links and
 //      about 1e-2 at 1000 links (measured against cfd_fd_reference); each step multiplies the
-//      error by about that much again. cfd_cfa_refine_steps (default 4; 0: the raw algorithm);
-//      the steps stop early once the error left is at rounding level (cfd_cfa_done).
+//      error by about that much again. Past about 2000 links the solve itself is too far off for
+//      the steps to contract, whatever the residual's precision (bench/cfa_accuracy.c).
+//      cfd_cfa_refine_steps (default 4; 0: the raw algorithm); the steps stop early once the
+//      error left is at rounding level (cfd_cfa_done).
 //      The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless the last
 //      correction is small against qacc or still shrinking fast (cfd_cfa_converged: near an
 //      equilibrium qacc itself is tiny, and only the contraction says the iteration converged).
@@ -21,6 +23,7 @@
 #include "chain.h"
 
 int cfd_cfa_refine_steps = 4;
+int cfd_cfa_residual_ld = 0;
 
 static int oee_levels(int n) {
   int levels = 0;
@@ -125,7 +128,8 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
   double* before = r + n;  // qacc before the step, to measure the correction
   double prev = INFINITY;  // the previous step's correction
   for (int step = 0; step < cfd_cfa_refine_steps && !st; step++) {  // 6.
-    cfd_id_cpu(c, q, qd, qacc, r, scratch);
+    if (cfd_cfa_residual_ld) cfd_id_ld(c, q, qd, qacc, r);
+    else cfd_id_cpu(c, q, qd, qacc, r, scratch);
     for (int i = 0; i < n; i++) r[i] = tau[i] - r[i] - dj[i] * qacc[i];
     memcpy(before, qacc, sizeof(double) * n);
     st = solve(n, D0, U0, dj, sigma, r, Dfinal, U, D2, U2, Rh, Rh2, frow, EK, 1, qacc);

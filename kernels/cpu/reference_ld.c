@@ -125,6 +125,18 @@ static void id_ld(const cfd_chain* c, const double* q, const double* qd, const r
   }
 }
 
+int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const double* qdd,
+              double* tau) {
+  int n = c->n;
+  real* x = malloc(sizeof(real) * n * 20);
+  if (!x) return CFD_ERR_ALLOC;
+  for (int i = 0; i < n; i++) x[i] = qdd ? qdd[i] : 0;
+  id_ld(c, q, qd, x, x + n, x + 2 * n, x + 8 * n, x + 17 * n);
+  for (int i = 0; i < n; i++) tau[i] = (double)x[n + i];
+  free(x);
+  return CFD_OK;
+}
+
 int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                      const double* extra_diag, double* qacc) {
   int n = c->n;
