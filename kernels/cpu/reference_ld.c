@@ -128,7 +128,7 @@ static void id_ld(const cfd_chain* c, const double* q, const double* qd, const r
 int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const double* qdd,
               double* tau) {
   int n = c->n;
-  real* x = malloc(sizeof(real) * n * 20);
+  real* x = calloc((size_t)n * 20, sizeof(real));
   if (!x) return CFD_ERR_ALLOC;
   for (int i = 0; i < n; i++) x[i] = qdd ? qdd[i] : 0;
   id_ld(c, q, qd, x, x + n, x + 2 * n, x + 8 * n, x + 17 * n);
