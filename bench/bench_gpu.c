@@ -421,7 +421,7 @@ static void abia_variants(const char* arm, double budget) {
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}, {8, 1, "world blocks"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}};
   int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};

@@ -148,7 +148,7 @@ static void test_abia_variants(int quick) {
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}, {8, 1, "world blocks"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}};
   // world lanes: groups of 8 (arm7), 4 (2 links), 16 (12 links) and 32 (24 links), slides among
   // them; past 32 links the choice falls back to lanes in link frames. World blocks: one partial
   // block (up to 24 links), a full one and one link (33), two full (64), seven (200, slides).
@@ -211,7 +211,7 @@ static void test_abia_variants(int quick) {
 // last link of 40 sits on lane 7 of the second block).
 static void test_abia_singular(void) {
   static const struct { int v; const char* name; } kinds[] = {
-      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}};
+      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}, {9, "world warps"}};
   char err[1024];
   const char* model = "chain:40,random=1,seed=46";
   mjModel* m = cfd_load_model(model, err, sizeof err);

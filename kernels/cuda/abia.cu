@@ -193,7 +193,22 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
   if (bad && threadIdx.x == 0) atomicExch(error, CFD_ERR_SINGULAR);  // bad: the warp's vote
 }
 
-int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 7
+// One chain or a few: a warp per block of 32 links (cfd_awb_qacc_warps), so that what each block
+// can do without the others runs on all of them at once; the turns still go block after block.
+// On the H100 (bench --only abia), 200 links: B = 1 86 us against 104 for a warp per instance, B =
+// 64 87 against 103; from B = 256 on the idle warps cost more than they save (154 against 121).
+#define ABIA_WW_MAX_B 64
+
+__global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
+abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
+                        const double* __restrict__ qd, const double* __restrict__ tau,
+                        const double* __restrict__ extra, double* __restrict__ qacc, int* error) {
+  long b = blockIdx.x, o = b * c.n;
+  bool bad = cfd_awb_qacc_warps(c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o);
+  if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
+}
+
+int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 9
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
@@ -205,6 +220,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int jf_short = g->n <= ABIA_WORLD_MAX_N && g->chain_jf.home_R;
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
                 : jf_short && B <= ABIA_WL_MAX_B ? 7
+                : g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B ? 9
                 : g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N && B <= ABIA_WB_MAX_B ? 8
                 : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
@@ -212,7 +228,11 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   if (g->n > ABIA_WORLD_MAX_N && variant == 5) variant = 6;
   if (variant == 7 && !jf_short) variant = 4;
   if (variant == 8 && !g->chain_jf.home_R) variant = 4;
-  if (variant == 8)
+  if (variant == 9 && (!g->chain_jf.home_R || g->n > 32 * CFD_AWB_MAX_WARPS)) variant = 4;
+  if (variant == 9)
+    abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(g->chain_jf, B, q, qd,
+                                                                          tau, extra, qacc, error);
+  else if (variant == 8)
     abia_world_blocks_kernel<<<B, 32, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, extra, qacc,
                                                       g->work, error);
   else if (variant == 7) launch_world_lanes(g, B, q, qd, tau, extra, qacc, error);
