@@ -91,7 +91,8 @@ __device__ __forceinline__ void cfd_awb_broadcast(double* x, int K, int src) {
 // --- a block's part of each sweep, for one warp running the blocks in turn (cfd_awb_qacc) or a
 // warp per block (cfd_awb_qacc_warps). Each sweep has a part that needs nothing from the other
 // blocks (_local) and a part that takes what the block before it in the sweep hands over (_turn,
-// _world): only the latter runs block after block.
+// _world): only the latter runs block after block. (The accelerations' two parts serve the warp
+// per block only: cfd_awb_qacc runs them as one loop, which spares the rollouts' kernel spills.)
 
 // out, local: link `lane`'s pose and velocity relative to the link before its block (the block's
 // anchor), in the anchor's frame and about its origin.
@@ -355,23 +356,45 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
       w[18] = su;
     }
   }
-  // out again, block by block from the base
+  // out again, block by block from the base (inline rather than cfd_awb_acc_local and _turn,
+  // whose split costs the rollouts' kernel 300 bytes of spills)
   double Ac[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
   for (int base = 0; base < n; base += 32) {
     int i = base + lane, count = min(32, n - base);
     bool link = i < n;
     const double* w = AWB_LINK(link ? i : 0);
-    double S[6], cc[6], wi[6];
+    double S[6], cc[6], wi[6], cs[6], su = link ? w[18] : 0;
     for (int k = 0; k < 6; k++) {
       S[k] = link ? w[k] : 0;
-      cc[k] = link ? w[6 + k] : 0;
+      cs[k] = cc[k] = link ? w[6 + k] : 0;
       wi[k] = link ? w[12 + k] : 0;
     }
-    cfd_awb_acc acc;
-    cfd_awb_acc_local(lane, count, S, cc, wi, link ? w[18] : 0, &acc);
-    double qa = cfd_awb_acc_turn(lane, count, S, wi, acc,
-                                 base + 32 < n ? AWB_LINK(base + 31) + 28 : NULL, Ac);
+    cfd_wl_prefix_sum<32, 6>(lane, cs);
+    for (int k = 0; k < 6; k++) cs[k] += Ac[k];
+    double qa = su - cfd_dot6(wi, cs), wS[31];
+#pragma unroll
+    for (int k = 0; k < 31; k++) {  // off the critical path: every w_i.S_k
+      if (k + 1 >= count) break;
+      double Sk[6];
+      for (int e = 0; e < 6; e++) Sk[e] = __shfl_sync(CFD_WL_MASK, S[e], k);
+      wS[k] = cfd_dot6(wi, Sk);
+    }
+#pragma unroll
+    for (int k = 0; k < 31; k++) {
+      if (k + 1 >= count) break;
+      double qk = __shfl_sync(CFD_WL_MASK, qa, k);
+      if (lane > k) qa -= wS[k] * qk;
+    }
     if (link) qacc[i] = qa;
+    if (base + 32 >= n) break;
+    double x[6], wr[3];  // the block's share of its last link's acceleration: sum of c_k + S_k qa_k
+    for (int k = 0; k < 6; k++) x[k] = cc[k] + S[k] * qa;
+    cfd_wl_prefix_sum<32, 6>(lane, x);
+    cfd_awb_broadcast(x, 6, 31);
+    const double* r = AWB_LINK(base + 31) + 28;  // then to the next block's origin
+    for (int k = 0; k < 6; k++) Ac[k] += x[k];
+    cfd_cross(Ac, r, wr);
+    for (int k = 0; k < 3; k++) Ac[3 + k] += wr[k];
   }
 #undef AWB_LINK
   return __any_sync(CFD_WL_MASK, bad);  // a lane's own link may be the singular one
