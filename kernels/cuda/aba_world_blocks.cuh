@@ -1,13 +1,16 @@
 // aba_world_blocks.cuh: the ABA in world coordinates (aba_world.h) for one instance of a chain of
-// any length by one warp, in blocks of 32 links, a link per lane: the right-looking sweeps of
-// aba_world_lanes.cuh, run block after block, with what a block passes on carried in registers.
-// For one long chain (and small batches of them), where a group of lanes in link frames walks the
-// chain link by link through a 6x6 congruence each (aba_lanes.cuh: about 1.5 us a link) and CFA
-// pays a cluster barrier per elimination level and scan.
+// any length in blocks of 32 links, a link per lane: the right-looking sweeps of
+// aba_world_lanes.cuh, run block after block, with what a block passes on carried in registers,
+// by one warp (cfd_awb_qacc: batches up to a few thousand, the rollouts) or by a warp per block
+// (cfd_awb_qacc_warps: one chain or a few, where each sweep's local part runs on every block at
+// once and only the turns go block after block). For one long chain (and small batches of them),
+// where a group of lanes in link frames walks the chain link by link through a 6x6 congruence
+// each (aba_lanes.cuh: about 1.5 us a link) and CFA pays a cluster barrier per elimination level
+// and scan.
 //
-//   out (base to tip): per block, the poses as a product scan, composed with the pose of the
-//     previous block's last link; the velocities as a prefix sum plus its velocity; S_i, c_i, the
-//     world inertias J_i and bias forces to scratch.
+//   out (base to tip): per block, the poses as a product scan and the velocities as a prefix sum,
+//     relative to the link before the block (its anchor); then the anchors' poses and velocities
+//     block after block; S_i, c_i, the world inertias J_i and bias forces.
 //   in (tip to base): per block, the tip-ward sums of J and of the bias forces within the block
 //     plus what the blocks beyond hand over, P (their articulated inertia, a symmetric 6x6) and
 //     Pb (their bias force with the corrections); then, as aba_world_lanes.cuh, lane i keeps
