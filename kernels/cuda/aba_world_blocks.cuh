@@ -224,7 +224,7 @@ static __device__ __forceinline__ bool cfd_awb_in_turn(int lane, int count, bool
     cfd_awb_broadcast(U, 6, j);
     cfd_awb_broadcast(Gj, 6, j);
     ij = __shfl_sync(CFD_WL_MASK, ij, j);
-    if (lane < j) cfd_wl_absorb(U, Gj, ij, x.S, x.c, Y, Z, &d, &yc, &u);
+    cfd_wl_absorb(lane < j, U, Gj, ij, x.S, x.c, Y, Z, &d, &yc, &u);
   }
   // each lane's own link as it was at its turn (nothing changed it since): 1/d, u/d, G
   bool ok;
