@@ -79,8 +79,9 @@ int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const
 // followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
 // CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).
 extern int cfd_cfa_refine_steps;
-// 1: the refinement's residual tau - ID(q, qd, qdd) in long double (cfd_id_ld) instead of double,
-// for measurements (chainfd-cfa-accuracy): it does not rescue long chains
+// 1: the refinement's inverse dynamics in long double (cfd_id_ld, rounded once; the residual
+// tau - ID - D qdd then in double) instead of double, for measurements (chainfd-cfa-accuracy): it
+// does not rescue long chains (nor does the whole residual in long double, tried once)
 extern int cfd_cfa_residual_ld;
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,

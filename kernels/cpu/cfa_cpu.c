@@ -128,8 +128,8 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
   double* before = r + n;  // qacc before the step, to measure the correction
   double prev = INFINITY;  // the previous step's correction
   for (int step = 0; step < cfd_cfa_refine_steps && !st; step++) {  // 6.
-    if (cfd_cfa_residual_ld) cfd_id_ld(c, q, qd, qacc, r);
-    else cfd_id_cpu(c, q, qd, qacc, r, scratch);
+    if (cfd_cfa_residual_ld && (st = cfd_id_ld(c, q, qd, qacc, r))) break;
+    if (!cfd_cfa_residual_ld) cfd_id_cpu(c, q, qd, qacc, r, scratch);
     for (int i = 0; i < n; i++) r[i] = tau[i] - r[i] - dj[i] * qacc[i];
     memcpy(before, qacc, sizeof(double) * n);
     st = solve(n, D0, U0, dj, sigma, r, Dfinal, U, D2, U2, Rh, Rh2, frow, EK, 1, qacc);

@@ -440,7 +440,7 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
     double mn[3];
     cfd_awb_next_anchor(&an, tot[blk], tot[blk] + 9, tot[blk] + 12, d);
     cfd_rot(an.R, tot[blk + 1] + 18, mn);
-    for (int k = 0; k < 3; k++) rb[k] = d[k] + mn[k] - m[k];
+    for (int k = 0; k < 3; k++) rb[k] = (d[k] - m[k]) + mn[k];  // as cfd_awb_qacc sums it
   }
   cfd_awb_lane x;
   cfd_awb_out_world(c, i, a, m, r, &x);

@@ -228,7 +228,8 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   if (g->n > ABIA_WORLD_MAX_N && variant == 5) variant = 6;
   if (variant == 7 && !jf_short) variant = 4;
   if (variant == 8 && !g->chain_jf.home_R) variant = 4;
-  if (variant == 9 && (!g->chain_jf.home_R || g->n > 32 * CFD_AWB_MAX_WARPS)) variant = 4;
+  if (variant == 9 && g->n > 32 * CFD_AWB_MAX_WARPS) variant = 8;  // one warp for any length
+  if (variant == 9 && !g->chain_jf.home_R) variant = 4;
   if (variant == 9)
     abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(g->chain_jf, B, q, qd,
                                                                           tau, extra, qacc, error);
