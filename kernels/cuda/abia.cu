@@ -195,8 +195,10 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
 
 // One chain or a few: a warp per block of 32 links (cfd_awb_qacc_warps), so that what each block
 // can do without the others runs on all of them at once; the turns still go block after block.
-// On the H100 (bench --only abia), 200 links: B = 1 86 us against 104 for a warp per instance, B =
-// 64 87 against 103; from B = 256 on the idle warps cost more than they save (154 against 121).
+// On the H100 (bench --only abia), 200 links: B = 1 82 us against 92 for a warp per instance, B =
+// 64 80 against 96; from B = 256 on the idle warps cost more than they save (145 against 111).
+// Kernel time at B = 1 against one warp: 40 and 64 links even (22, 30 us), 96 links 39 against
+// 40, 128 47 against 52, 160 56 against 64, 256 84 against 97.
 #define ABIA_WW_MAX_B 64
 
 __global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
