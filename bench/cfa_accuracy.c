@@ -17,23 +17,11 @@
 
 #include <mujoco/mujoco.h>
 
+#include "cfd_math.h"
 #include "chain.h"
 #include "chain_gen.h"
 #include "mj_chain.h"
-
-static double rel_err(const double* x, const double* ref, int n) {
-  double e = 0, size = 0;
-  for (int i = 0; i < n; i++) {
-    e = fmax(e, fabs(x[i] - ref[i]));
-    size = fmax(size, fabs(ref[i]));
-  }
-  return e / (size > 0 ? size : 1);
-}
-
-static double uniform(unsigned long long* s, double lo, double hi) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return lo + (hi - lo) * (double)(*s >> 11) / 9007199254740992.0;
-}
+#include "mj_random.h"
 
 int main(int argc, char** argv) {
   const char* sizes = "1000,2048,4096,8192,16384";
@@ -69,26 +57,26 @@ int main(int argc, char** argv) {
     double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
     if (!v || !w) return 1;
     double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
-    unsigned long long s = seed;
+    cfd_rng rng = {seed};
     for (int i = 0; i < n; i++) {
-      q[i] = uniform(&s, -3.14, 3.14);
-      qd[i] = uniform(&s, -2, 2);
-      tau[i] = uniform(&s, -1, 1);
+      q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
+      qd[i] = cfd_rng_uniform(&rng, -2, 2);
+      tau[i] = cfd_rng_uniform(&rng, -1, 1);
     }
     if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))
       return 1;
     cfd_cfa_refine_steps = 0;
     int st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
-    double raw = rel_err(x, ref, n);
+    double raw = cfd_rel_err_inf(x, ref, n);
     for (int ld = 0; ld < 2; ld++) {
       if (ld) printf("%6s %10s %10s", "", "", "");
-      else printf("%6d %10.2e %10.2e", n, rel_err(fast, ref, n), raw);
+      else printf("%6d %10.2e %10.2e", n, cfd_rel_err_inf(fast, ref, n), raw);
       printf("  %-9s", ld ? "long dbl" : "double");
       cfd_cfa_residual_ld = ld;
       for (int k = 0; k < 4; k++) {
         cfd_cfa_refine_steps = steps[k];
         st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
-        printf(" %9.2e (%d)", rel_err(x, ref, n), st);
+        printf(" %9.2e (%d)", cfd_rel_err_inf(x, ref, n), st);
       }
       printf("\n");
     }
