@@ -75,6 +75,15 @@ size_t cfd_abia_work_size(int n);
 int cfd_fd_abia_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                     const double* extra_diag, double* qacc, double* work);
 
+// ABIA for one long chain as scans over blocks of about links_per_block links (aba_scan.h): the
+// velocities, articulated inertias (Riccati maps), bias forces and accelerations handed between
+// blocks by Hillis-Steele scans, each block's own sweeps independent of the others'. The CPU twin
+// of the GPU's scan kernel (cuda/abia_scan.cu); exact like the sequential sweeps.
+size_t cfd_abia_scan_work_size(int n);
+int cfd_fd_abia_scan_cpu(const cfd_chain* c, int links_per_block, const double* q,
+                         const double* qd, const double* tau, const double* extra_diag,
+                         double* qacc, double* work);
+
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
 // followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
 // CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).

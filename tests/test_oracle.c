@@ -296,7 +296,72 @@ static void test_cfa_refusals(void) {
   cfd_chain_free(&base);
 }
 
+// ABIA as scans over blocks (aba_scan.h, the GPU scan kernel's CPU twin) against the reference:
+// on every model with random states and joint-diagonal terms, blocks of 1, 2, 5 and 32 links (a
+// block never ends after a massless inner link: the 120-link model has multi-joint bodies), and
+// on tiled random chains of up to 16,384 links, where CFA refuses (test_cfa_refusals) and the
+// scan must stay as accurate as the sequential sweeps (cpu.fast, printed beside it).
+static void test_abia_scan(void) {
+  char err[1024];
+  size_t nm = sizeof(models) / sizeof(models[0]);
+  const int blocks[4] = {1, 2, 5, 32};
+  for (size_t k = 0; k < nm + 3; k++) {
+    int tiled = k >= nm ? 1024 << (2 * (int)(k - nm)) : 0;  // 1024, 4096, 16384
+    mjModel* m = cfd_load_model(tiled ? "chain:1000,random=1,seed=1,armature=0.01" : models[k],
+                                err, sizeof err);
+    cfd_chain base, c;
+    int ok = m && !cfd_chain_from_model(m, &base, err, sizeof err);
+    EXPECT(ok, "%s: %s", tiled ? "chain:1000" : models[k], err);
+    if (m) mj_deleteModel(m);
+    if (!ok) continue;
+    if (tiled) {
+      ok = !cfd_chain_tile(&base, tiled, &c);
+      cfd_chain_free(&base);
+      EXPECT(ok, "%d links: out of memory", tiled);
+      if (!ok) continue;
+    } else {
+      c = base;
+    }
+    int n = c.n;
+    double* v = malloc(sizeof(double) * 6 * n);
+    size_t ws = cfd_abia_scan_work_size(n) > cfd_fast_work_size(n) ? cfd_abia_scan_work_size(n)
+                                                                    : cfd_fast_work_size(n);
+    double* w = malloc(sizeof(double) * ws);
+    EXPECT(v && w, "%d links: out of memory", n);
+    if (v && w) {
+      double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
+      cfd_rng rng = {99 + (unsigned)k};
+      for (int i = 0; i < n; i++) {
+        q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
+        qd[i] = cfd_rng_uniform(&rng, -2, 2);
+        tau[i] = cfd_rng_uniform(&rng, -1, 1);
+        extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
+      }
+      cfd_fd_reference(&c, q, qd, tau, extra, ref);
+      int st = cfd_fd_fast_cpu(&c, q, qd, tau, extra, x, w);
+      double fast = cfd_rel_err_inf(x, ref, n), worst = 0;
+      printf("abia scan, %s (%d links): cpu.fast %.2e, blocks of", tiled ? "tiled" : models[k], n, fast);
+      for (int j = 0; j < 4; j++) {
+        int L = tiled ? 8 << (2 * j) : blocks[j];  // tiled: 8, 32, 128, 512
+        st |= cfd_fd_abia_scan_cpu(&c, L, q, qd, tau, extra, x, w);
+        double e = cfd_rel_err_inf(x, ref, n);
+        printf(" %d: %.2e", L, e);
+        if (!(e <= worst)) worst = e;
+      }
+      printf("\n");
+      // as accurate as the sequential sweeps, within a factor, and 1e-11 up to 200 links
+      double bound = n <= 200 ? 1e-11 : 10 * fast > 1e-12 ? 10 * fast : 1e-12;
+      EXPECT(st == 0 && worst <= bound, "abia scan, %d links: status %d, error %.2e (bound %.1e)",
+             n, st, worst, bound);
+    }
+    free(v);
+    free(w);
+    cfd_chain_free(&c);
+  }
+}
+
 int main(void) {
+  test_abia_scan();
   test_cfa_refusals();
   test_aba_world();
   test_equilibrium();

@@ -1,0 +1,357 @@
+// aba_scan.h: the articulated-body algorithm for one long chain as scans over blocks of links,
+// written once for the CPU twin (cpu/abia_scan_cpu.c) and the GPU kernel (cuda/abia_scan.cu).
+//
+// Each of the ABA's sweeps hands one value from link to link. Over a block of links [s, e) that
+// hand-over is a map of what the block receives, and maps of one kind compose into maps of the
+// same kind:
+//   velocities (outward):        V_{e-1} = X V_{s-1} + w                  X: a pose's Ad_{T^-1}
+//   articulated inertia (inward): C' = P0 + Phi C (1 + G C)^-1 Phi^T      a Riccati map
+//   bias force (inward, once the inertias are known): t' = L t + l
+//   accelerations (outward):      a_{e-1} = L^T a_{s-1} + m               the same L
+// (C, t: what the block's last link receives from its child, in its frame; C', t': what the
+// block's first link hands to its parent, in the parent's frame.) So a scan over the blocks
+// (Hillis-Steele, ceil(log2 blocks) steps) gives every block what it receives, after which the
+// blocks run their own sweeps at once: O(n / blocks + log blocks) steps in sequence, where the
+// sequential sweeps take n. The Riccati form is the one that stays accurate: composing the maps
+// never divides by a pivot smaller than a block's own (bench/riccati_blocks.py: 2.5e-12 at 16,384
+// links, where CFA's elimination loses its accuracy past about 2000).
+//
+// The Riccati map of link i: C -> X_i^T Pi(J_i + C) X_i with the rank-one downdate
+// Pi(Q) = Q - Q S S^T Q / (S^T Q S + d_i) (d_i: armature + extra diagonal). Prepending link i to
+// a block's map F(C) = P0 + Phi Y Phi^T (Y = C (1 + G C)^-1) is the Kalman update in information
+// form: with Q0 = J_i + P0, U0 = Q0 S, D0 = S^T U0 + d_i, g = Phi^T S,
+//   P0' = X^T (Q0 - U0 U0^T / D0) X,  Phi' = X^T (1 - U0 S^T / D0) Phi,  G' = G + g g^T / D0,
+// which needs D0 > 0: a block must not end in a link that moves freely about its own joint
+// (no inertia about S, no armature), which the partition sees to (cfd_abs_partition).
+//
+// Scratch per chain (doubles): CFD_ABS_LINK per link, CFD_ABS_BLOCK per block.
+#ifndef CHAINFD_ABA_SCAN_H
+#define CHAINFD_ABA_SCAN_H
+
+#include "aba_core.h"
+#include "spatial.h"
+
+// per link: pose R (9) p (3), c_i (6), U_i (6), d_i (1), off_i (6; first the rigid-body bias
+// force), S^T bias (1; then u_i)
+enum { CFD_ABS_LINK = 32, ABS_R = 0, ABS_P = 9, ABS_C = 12, ABS_U = 18, ABS_D = 24, ABS_OFF = 25,
+       ABS_SB = 31 };
+// element widths: velocities (R, p, w), Riccati (P0, Phi, G), affine (L, l)
+enum { CFD_ABS_FK = 18, CFD_ABS_RIC = 108, CFD_ABS_AFF = 42 };
+// per block: two buffers of each kind for the scans, and the block's own L (the accelerations'
+// map is its transpose)
+enum { CFD_ABS_BLOCK = 2 * (CFD_ABS_FK + CFD_ABS_RIC + CFD_ABS_AFF) + 36 };
+
+// The blocks of links: about m links each, a block ending only after a link that resists motion
+// about its own joint (S^T J S + armature > 0; MuJoCo's multi-joint bodies give massless inner
+// links). starts: room for n + 1 entries; block b is [starts[b], starts[b + 1]). Returns the
+// number of blocks.
+CFD_HD int cfd_abs_partition(const cfd_chain* c, int m, int* starts) {
+  int nb = 0, s = 0, n = c->n;
+  if (m < 1) m = 1;
+  while (s < n) {
+    int e = s + m < n ? s + m : n;
+    for (; e < n; e++) {
+      const double* S = c->screw + 6 * (e - 1);
+      double JS[6];
+      cfd_mat6_vec(c->inertia + 36 * (e - 1), S, JS);
+      if (cfd_dot6(S, JS) + c->armature[e - 1] > 0) break;
+    }
+    starts[nb++] = s;
+    s = e;
+  }
+  starts[nb] = n;
+  return nb;
+}
+
+// ---- composing maps -------------------------------------------------------------------------------
+
+// Velocities: `later` after `earlier` (poses multiply, w = X_later w_earlier + w_later).
+CFD_HD void cfd_abs_fk_compose(const double* CFD_RESTRICT later, const double* CFD_RESTRICT earlier,
+                               double* CFD_RESTRICT out) {
+  double w[6];
+  cfd_se3_mul(earlier, earlier + 9, later, later + 9, out, out + 9);
+  cfd_twist_to_child(later, later + 9, earlier + 12, w);
+  for (int k = 0; k < 6; k++) out[12 + k] = w[k] + later[12 + k];
+}
+
+// Affine maps: A1 after A2: (L1 L2, L1 l2 + l1).
+CFD_HD void cfd_abs_affine_compose(const double* CFD_RESTRICT A1, const double* CFD_RESTRICT A2,
+                                   double* CFD_RESTRICT out) {
+  double l[6];
+  cfd_mat6_mul(A1, 0, A2, 0, out);
+  cfd_mat6_vec(A1, A2 + 36, l);
+  for (int k = 0; k < 6; k++) out[36 + k] = l[k] + A1[36 + k];
+}
+
+// X = A^-1 B for a 6x6 A (destroyed) and 6 x nrhs B (row-major, in place), Gaussian elimination
+// with partial pivoting (row swaps as selects, so that a GPU keeps A in registers). Returns
+// nonzero on a zero pivot.
+CFD_HD int cfd_lu6_solve(double* CFD_RESTRICT A, double* CFD_RESTRICT B, int nrhs) {
+  for (int k = 0; k < 6; k++) {
+    int piv = k;
+    for (int r = k + 1; r < 6; r++)
+      if (fabs(A[6 * r + k]) > fabs(A[6 * piv + k])) piv = r;
+    for (int r = k + 1; r < 6; r++) {
+      if (r != piv) continue;
+      for (int j = 0; j < 6; j++) {
+        double t = A[6 * k + j]; A[6 * k + j] = A[6 * r + j]; A[6 * r + j] = t;
+      }
+      for (int j = 0; j < nrhs; j++) {
+        double t = B[nrhs * k + j]; B[nrhs * k + j] = B[nrhs * r + j]; B[nrhs * r + j] = t;
+      }
+    }
+    double pk = A[6 * k + k];
+    if (pk == 0) return 1;
+    double inv = 1 / pk;
+    for (int r = k + 1; r < 6; r++) {
+      double f = A[6 * r + k] * inv;
+      for (int j = k + 1; j < 6; j++) A[6 * r + j] -= f * A[6 * k + j];
+      for (int j = 0; j < nrhs; j++) B[nrhs * r + j] -= f * B[nrhs * k + j];
+    }
+  }
+  for (int k = 5; k >= 0; k--) {
+    double inv = 1 / A[6 * k + k];
+    for (int j = 0; j < nrhs; j++) {
+      double s = B[nrhs * k + j];
+      for (int c = k + 1; c < 6; c++) s -= A[6 * k + c] * B[nrhs * c + j];
+      B[nrhs * k + j] = s * inv;
+    }
+  }
+  return 0;
+}
+
+// Riccati maps: F1 after F2 (F1 nearer the base). With A = 1 + P02 G1 (invertible: P02 G1 has
+// no negative eigenvalue), Z = A^-1 P02 and Y = A^-1 Phi2:
+//   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y
+// (P0 and G symmetrised). Returns nonzero on a zero pivot.
+CFD_HD int cfd_abs_riccati_compose(const double* CFD_RESTRICT F1, const double* CFD_RESTRICT F2,
+                                   double* CFD_RESTRICT out) {
+  const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
+  const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
+  double A[36], ZY[72], T[36];
+  cfd_mat6_mul(P02, 0, G1, 0, A);
+  for (int k = 0; k < 6; k++) A[7 * k] += 1;
+  for (int r = 0; r < 6; r++)
+    for (int c = 0; c < 6; c++) {
+      ZY[12 * r + c] = P02[6 * r + c];
+      ZY[12 * r + 6 + c] = Phi2[6 * r + c];
+    }
+  if (cfd_lu6_solve(A, ZY, 12)) return 1;
+  for (int r = 0; r < 6; r++)  // T = Phi1 Z, out's Phi = Phi1 Y
+    for (int c = 0; c < 6; c++) {
+      double z = 0, y = 0;
+      for (int k = 0; k < 6; k++) {
+        z += Phi1[6 * r + k] * ZY[12 * k + c];
+        y += Phi1[6 * r + k] * ZY[12 * k + 6 + c];
+      }
+      T[6 * r + c] = z;
+      out[36 + 6 * r + c] = y;
+    }
+  for (int r = 0; r < 6; r++)
+    for (int c = r; c < 6; c++) {
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += T[6 * r + k] * Phi1[6 * c + k];
+      double t = 0;
+      for (int k = 0; k < 6; k++) t += T[6 * c + k] * Phi1[6 * r + k];
+      out[6 * r + c] = out[6 * c + r] = P01[6 * r + c] + 0.5 * (s + t);
+    }
+  double GY[36];  // G1 Y
+  for (int r = 0; r < 6; r++)
+    for (int c = 0; c < 6; c++) {
+      double s = 0;
+      for (int k = 0; k < 6; k++) s += G1[6 * r + k] * ZY[12 * k + 6 + c];
+      GY[6 * r + c] = s;
+    }
+  for (int r = 0; r < 6; r++)
+    for (int c = r; c < 6; c++) {
+      double s = 0, t = 0;
+      for (int k = 0; k < 6; k++) {
+        s += Phi2[6 * k + r] * GY[6 * k + c];
+        t += Phi2[6 * k + c] * GY[6 * k + r];
+      }
+      out[72 + 6 * r + c] = out[72 + 6 * c + r] = G2[6 * r + c] + 0.5 * (s + t);
+    }
+  return 0;
+}
+
+// One step of a Hillis-Steele scan for element b of nb at distance k: out_b = in_b composed with
+// in_{b-k} (forward kinds) or in_{b+k} (inward kinds), a copy where there is none. Returns
+// nonzero on a zero pivot (Riccati).
+enum { CFD_ABS_SCAN_FK, CFD_ABS_SCAN_RIC, CFD_ABS_SCAN_BIAS, CFD_ABS_SCAN_ACC };
+CFD_HD int cfd_abs_scan_step(int kind, int b, int nb, int k, const double* CFD_RESTRICT in,
+                             double* CFD_RESTRICT out) {
+  int width = kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC
+                                                                              : CFD_ABS_AFF;
+  int inward = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
+  int other = inward ? b + k : b - k;
+  const double* mine = in + (long)width * b;
+  double* o = out + (long)width * b;
+  if (other < 0 || other >= nb) {
+    for (int j = 0; j < width; j++) o[j] = mine[j];
+    return 0;
+  }
+  const double* them = in + (long)width * other;
+  switch (kind) {
+    case CFD_ABS_SCAN_FK: cfd_abs_fk_compose(mine, them, o); return 0;
+    case CFD_ABS_SCAN_RIC: return cfd_abs_riccati_compose(mine, them, o);
+    default: cfd_abs_affine_compose(mine, them, o); return 0;  // the nearer-the-base one is mine
+  }
+}
+
+// ---- a block's own sweeps -------------------------------------------------------------------------
+
+// 1. Poses, and the block's velocity map (fk: its pose and w from V_{s-1} = 0) and Riccati map
+// (ric: from the identity, links prepended from the tip). Returns nonzero when a D0 is not
+// positive.
+CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q, const double* qd,
+                              const double* extra, double* links, double* fk, double* ric) {
+  for (int k = 0; k < 18; k++) fk[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
+  for (int i = s; i < e; i++) {
+    double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c->screw + 6 * i;
+    cfd_aba_link(c, i, q[i], 0, NULL, L + ABS_R, L + ABS_P, NULL, NULL);
+    double link[18], t[18];
+    for (int k = 0; k < 12; k++) link[k] = L[k];
+    for (int k = 0; k < 6; k++) link[12 + k] = S[k] * qd[i];
+    cfd_abs_fk_compose(link, fk, t);
+    for (int k = 0; k < 18; k++) fk[k] = t[k];
+  }
+  double *P0 = ric, *Phi = ric + 36, *G = ric + 72;
+  for (int k = 0; k < 36; k++) P0[k] = G[k] = 0, Phi[k] = (k % 7 == 0) ? 1.0 : 0.0;
+  for (int i = e - 1; i >= s; i--) {
+    const double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c->screw + 6 * i;
+    double Q[36], U[6], g[6], t[6];
+    for (int k = 0; k < 36; k++) Q[k] = c->inertia[36 * i + k] + P0[k];
+    cfd_mat6_vec(Q, S, U);
+    double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
+    if (!(D > 0)) return 1;
+    double inv = 1 / D;
+    cfd_mat6T_vec(Phi, S, g);
+    for (int r = 0; r < 6; r++)
+      for (int k = 0; k < 6; k++) {
+        G[6 * r + k] += g[r] * g[k] * inv;
+        Q[6 * r + k] -= U[r] * U[k] * inv;
+        Phi[6 * r + k] -= U[r] * g[k] * inv;
+      }
+    cfd_inertia_to_parent(L + ABS_R, L + ABS_P, Q, P0);
+    for (int k = 0; k < 6; k++) {  // Phi <- X^T Phi, column by column
+      double col[6];
+      for (int r = 0; r < 6; r++) col[r] = Phi[6 * r + k];
+      cfd_wrench_to_parent(L + ABS_R, L + ABS_P, col, t);
+      for (int r = 0; r < 6; r++) Phi[6 * r + k] = t[r];
+    }
+  }
+  return 0;
+}
+
+// 2. With V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none), the block's velocities and
+// articulated inertias, kept per link as c_i, U_i, d_i, off_i, S^T bias, and its bias map
+// (aff: L, l; keep: L again). Returns nonzero when a d_i is not positive.
+CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double* qd,
+                                  const double* tau, const double* extra, const double* Vin,
+                                  const double* Cin, double* links, double* aff, double* keep) {
+  double V[6];
+  for (int k = 0; k < 6; k++) V[k] = Vin ? Vin[k] : 0;
+  for (int i = s; i < e; i++) {
+    double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c->screw + 6 * i;
+    double Vc[6], Sqd[6], JV[6];
+    cfd_twist_to_child(L + ABS_R, L + ABS_P, V, Vc);
+    for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
+    cfd_ad(V, Sqd, L + ABS_C);
+    cfd_mat6_vec(c->inertia + 36 * i, V, JV);
+    cfd_neg_adstar(V, JV, L + ABS_OFF);
+  }
+  double C[36], *Lm = aff, *l = aff + 36;
+  for (int k = 0; k < 36; k++) C[k] = Cin ? Cin[k] : 0, Lm[k] = (k % 7 == 0) ? 1.0 : 0.0;
+  for (int k = 0; k < 6; k++) l[k] = 0;
+  for (int i = e - 1; i >= s; i--) {
+    double* L = links + CFD_ABS_LINK * (long)i;
+    const double *S = c->screw + 6 * i, *R = L + ABS_R, *p = L + ABS_P;
+    double Q[36], U[6], t[6], pb[6], h[6];
+    for (int k = 0; k < 36; k++) Q[k] = c->inertia[36 * i + k] + C[k];
+    cfd_mat6_vec(Q, S, U);
+    double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
+    if (!(D > 0)) return 1;
+    double inv = 1 / D;
+    for (int r = 0; r < 6; r++)
+      for (int k = 0; k < 6; k++) Q[6 * r + k] -= U[r] * U[k] * inv;
+    // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D)
+    for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k];
+    double Spb = cfd_dot6(S, pb), su = (tau[i] - Spb) * inv;
+    cfd_mat6_vec(Q, L + ABS_C, h);
+    for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
+    cfd_wrench_to_parent(R, p, h, L + ABS_OFF);
+    for (int k = 0; k < 6; k++) L[ABS_U + k] = U[k];
+    L[ABS_D] = D;
+    L[ABS_SB] = Spb;
+    // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D)
+    for (int k = 0; k < 7; k++) {
+      double col[6], Sc = 0;
+      for (int r = 0; r < 6; r++) col[r] = k < 6 ? Lm[6 * r + k] : l[r], Sc += S[r] * col[r];
+      for (int r = 0; r < 6; r++) col[r] -= U[r] * Sc * inv;
+      cfd_wrench_to_parent(R, p, col, t);
+      for (int r = 0; r < 6; r++) {
+        if (k < 6) Lm[6 * r + k] = t[r];
+        else l[r] = t[r] + L[ABS_OFF + r];
+      }
+    }
+    cfd_inertia_to_parent(R, p, Q, C);
+  }
+  for (int k = 0; k < 36; k++) keep[k] = Lm[k];
+  return 0;
+}
+
+// 3. With the bias force handed in (tin; NULL: none), the block's u_i, and its acceleration map
+// (acc: L^T from keep, m = a_{e-1} from a_{s-1} = 0; the first block's from the base
+// acceleration, with no linear part).
+CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tau,
+                               const double* tin, double* links, const double* keep, double* acc) {
+  double t[6], a[6];
+  for (int k = 0; k < 6; k++) t[k] = tin ? tin[k] : 0;
+  for (int i = e - 1; i >= s; i--) {
+    double* L = links + CFD_ABS_LINK * (long)i;
+    const double *S = c->screw + 6 * i, *U = L + ABS_U;
+    double St = cfd_dot6(S, t), col[6];
+    L[ABS_SB] = tau[i] - L[ABS_SB] - St;  // u_i
+    for (int k = 0; k < 6; k++) col[k] = t[k] - U[k] * St / L[ABS_D];
+    cfd_wrench_to_parent(L + ABS_R, L + ABS_P, col, t);
+    for (int k = 0; k < 6; k++) t[k] += L[ABS_OFF + k];
+  }
+  for (int k = 0; k < 6; k++) a[k] = 0;
+  if (s == 0)
+    for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
+  for (int i = s; i < e; i++) {
+    const double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c->screw + 6 * i;
+    double ai[6];
+    cfd_twist_to_child(L + ABS_R, L + ABS_P, a, ai);
+    for (int k = 0; k < 6; k++) ai[k] += L[ABS_C + k];
+    double qa = (L[ABS_SB] - cfd_dot6(L + ABS_U, ai)) / L[ABS_D];
+    for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
+  }
+  for (int r = 0; r < 6; r++)
+    for (int k = 0; k < 6; k++) acc[6 * r + k] = s == 0 ? 0 : keep[6 * k + r];
+  for (int k = 0; k < 6; k++) acc[36 + k] = a[k];
+}
+
+// 4. With the acceleration of link s - 1 (ain; NULL: the base's), the block's qacc.
+CFD_HD void cfd_abs_block_qacc(const cfd_chain* c, int s, int e, const double* ain,
+                               const double* links, double* qacc) {
+  double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  if (ain)
+    for (int k = 0; k < 6; k++) a[k] = ain[k];
+  for (int i = s; i < e; i++) {
+    const double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c->screw + 6 * i;
+    double ai[6];
+    cfd_twist_to_child(L + ABS_R, L + ABS_P, a, ai);
+    for (int k = 0; k < 6; k++) ai[k] += L[ABS_C + k];
+    double qa = (L[ABS_SB] - cfd_dot6(L + ABS_U, ai)) / L[ABS_D];
+    qacc[i] = qa;
+    for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
+  }
+}
+
+#endif  // CHAINFD_ABA_SCAN_H
