@@ -415,13 +415,65 @@ static void cfa_layouts(int min_n, int max_n, double budget) {
   }
 }
 
+// ABIA's scan kernel (abia_scan.cu) on one chain and a few, by links per block, beside the kernel
+// the default choice takes, cuda.cfa and mj_forward: the record behind the scan's default block
+// length and the lengths from which the choice takes it.
+static void abia_scan_lengths(int min_n, int max_n, double budget) {
+  static const int sizes[] = {64, 128, 200, 256, 512, 1023, 2048, 4096, 8192, 16384};
+  static const int lengths[] = {0, 2, 4, 8, 16, 32, 64};
+  printf("\n== ABIA scan kernel, one chain and a few: us per call by links per block ==\n");
+  for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+    int n = sizes[k];
+    if (n > max_n) break;
+    if (n < min_n) continue;
+    char spec[128];
+    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
+    model_set s;
+    if (n <= 1023 ? make_set(spec, &s, 1) : make_tiled_set(n, &s)) continue;
+    if (n > 1023) snprintf(spec, sizeof spec, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+    double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
+    if (s.m) emit("abia_scan", spec, n, 1, "mujoco.1core", tmj, 0, 0);
+    printf("n = %d (mj_forward %.1f us)\n", n, tmj);
+    for (int B = 1; B <= 64; B *= 8) {
+      for (int l = -2; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
+        char who[96];
+        gpu_meas gm;
+        if (l == -2) {  // what cuda.abia chooses, and CFA
+          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+          snprintf(who, sizeof who, "cuda.abia");
+        } else if (l == -1) {
+          if (n > 4096) continue;
+          gm = gpu_time(&s, CFD_GPU_CFA, B, budget);
+          snprintf(who, sizeof who, "cuda.cfa");
+        } else {
+          if (lengths[l] && lengths[l] * 256 < n) continue;  // raised to n / 256 anyway
+          cfd_gpu_abia_variant = 10;
+          cfd_gpu_abia_scan_links = lengths[l];
+          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+          cfd_gpu_abia_variant = 0;
+          cfd_gpu_abia_scan_links = 0;
+          snprintf(who, sizeof who, "cuda.abia[scan,%d]", lengths[l]);
+        }
+        if (!gm.ok) continue;
+        emit("abia_scan", spec, n, B, who, gm.wall_us, gm.kernel_us, gm.err);
+        printf("  B=%-3d %-22s wall %9.2f us  kernel %9.2f us  err %.1e", B, who, gm.wall_us,
+               gm.kernel_us, gm.err);
+        if (tmj > 0 && B == 1) printf("  x%.0f mj_forward", tmj / gm.wall_us);
+        printf("\n");
+      }
+    }
+    fflush(stdout);
+    free_set(&s);
+  }
+}
+
 // ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (DESIGN 5's variant record)
 static void abia_variants(const char* arm, double budget) {
   // (kernel variant, lanes exchange through shared memory, name)
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}, {10, 1, "scan"}};
   int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};
@@ -434,6 +486,7 @@ static void abia_variants(const char* arm, double budget) {
       for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++) {
         if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
         if (n > 32 && (kinds[v].v == 5 || kinds[v].v == 7)) continue;
+        if (kinds[v].v == 10 && B > 1024) continue;  // a thread block per instance: few only
         cfd_gpu_abia_variant = kinds[v].v;
         cfd_gpu_lanes_xch = kinds[v].xch;
         gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
@@ -709,7 +762,7 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
 int main(int argc, char** argv) {
   const char* out = ".";
   int min_n = 1, max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|abia|fig2|fig3|rollout|multigpu
+  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|multigpu
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -719,7 +772,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|fig2|fig3|rollout|multigpu]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|multigpu]\n");
       return 2;
     }
   }
@@ -742,6 +795,7 @@ int main(int argc, char** argv) {
   snprintf(arm, sizeof arm, "%s/arm7.xml", CHAINFD_SCENES_DIR);
   if (!only || !strcmp(only, "cfa")) cfa_layouts(min_n, max_n, budget);
   if (!only || !strcmp(only, "abia")) abia_variants(arm, budget);
+  if (!only || !strcmp(only, "scan")) abia_scan_lengths(min_n, max_n, budget);
   if (!only || !strcmp(only, "fig2")) fig2(min_n, max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
     fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);

@@ -41,21 +41,24 @@ enum { CFD_ABS_FK = 18, CFD_ABS_RIC = 108, CFD_ABS_AFF = 42 };
 // map is its transpose)
 enum { CFD_ABS_BLOCK = 2 * (CFD_ABS_FK + CFD_ABS_RIC + CFD_ABS_AFF) + 36 };
 
-// The blocks of links: about m links each, a block ending only after a link that resists motion
-// about its own joint (S^T J S + armature > 0; MuJoCo's multi-joint bodies give massless inner
-// links). starts: room for n + 1 entries; block b is [starts[b], starts[b + 1]). Returns the
-// number of blocks.
-CFD_HD int cfd_abs_partition(const cfd_chain* c, int m, int* starts) {
-  int nb = 0, s = 0, n = c->n;
+// Whether a block may end after link i: the link resists motion about its own joint
+// (S^T J S + armature > 0; MuJoCo's multi-joint bodies give massless inner links, which may not).
+CFD_HD int cfd_abs_can_end(const cfd_chain* c, int i) {
+  const double* S = c->screw + 6 * i;
+  double JS[6];
+  cfd_mat6_vec(c->inertia + 36 * i, S, JS);
+  return cfd_dot6(S, JS) + c->armature[i] > 0;
+}
+
+// The blocks of links: about m links each, a block ending only where can_end (n flags, from
+// cfd_abs_can_end) allows. starts: room for n + 1 entries; block b is [starts[b], starts[b + 1]).
+// Returns the number of blocks.
+CFD_HD int cfd_abs_partition(const unsigned char* can_end, int n, int m, int* starts) {
+  int nb = 0, s = 0;
   if (m < 1) m = 1;
   while (s < n) {
     int e = s + m < n ? s + m : n;
-    for (; e < n; e++) {
-      const double* S = c->screw + 6 * (e - 1);
-      double JS[6];
-      cfd_mat6_vec(c->inertia + 36 * (e - 1), S, JS);
-      if (cfd_dot6(S, JS) + c->armature[e - 1] > 0) break;
-    }
+    while (e < n && !can_end[e - 1]) e++;
     starts[nb++] = s;
     s = e;
   }

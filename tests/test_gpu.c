@@ -148,7 +148,7 @@ static void test_abia_variants(int quick) {
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}};
+      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}, {10, 1, "scan"}};
   // world lanes: groups of 8 (arm7), 4 (2 links), 16 (12 links) and 32 (24 links), slides among
   // them; past 32 links the choice falls back to lanes in link frames. World blocks: one partial
   // block (up to 24 links), a full one and one link (33), two full (64), seven (200, slides).
@@ -211,7 +211,8 @@ static void test_abia_variants(int quick) {
 // last link of 40 sits on lane 7 of the second block).
 static void test_abia_singular(void) {
   static const struct { int v; const char* name; } kinds[] = {
-      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}, {9, "world warps"}};
+      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}, {9, "world warps"},
+      {10, "scan"}};
   char err[1024];
   const char* model = "chain:40,random=1,seed=46";
   mjModel* m = cfd_load_model(model, err, sizeof err);
@@ -238,6 +239,78 @@ static void test_abia_singular(void) {
   free(q);
   cfd_chain_free(&c);
   mj_deleteModel(m);
+}
+
+// The scan kernel (abia_scan.cu) for several block lengths, on a chain with multi-joint bodies
+// (massless inner links, where no block may end) and slides, and on tiled chains up to 16,384
+// links: against the reference, and against its CPU twin (cfd_fd_abia_scan_cpu, the same blocks
+// and scans) on the first state.
+static void test_abia_scan(int quick) {
+  static const struct { const char* model; int tile; double tol; } chains[] = {
+      {"chain:120,random=1,seed=47,slide=0.2,multijoint=1,armature=0.02", 0, 1e-10},
+      {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9},
+      {"chain:1000,random=1,seed=49,armature=0.01", 4096, 1e-8},
+      {"chain:1000,random=1,seed=50,armature=0.01", 16384, 1e-8}};
+  const int lengths[5] = {0, 1, 2, 5, 32};  // 0: the kernel's choice
+  for (int k = 0; k < (quick ? 1 : 4); k++) {
+    char err[1024];
+    mjModel* m = cfd_load_model(chains[k].model, err, sizeof err);
+    EXPECT(m != NULL, "%s: %s", chains[k].model, err);
+    if (!m) continue;
+    cfd_chain c;
+    EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", chains[k].model, err);
+    mj_deleteModel(m);
+    if (chains[k].tile) {
+      cfd_chain base = c;
+      EXPECT(cfd_chain_tile(&base, chains[k].tile, &c) == 0, "tile");
+      cfd_chain_free(&base);
+    }
+    int n = c.n, B = 3;
+    double *q = malloc(sizeof(double) * 7 * B * n), *qd = q + B * n, *tau = qd + B * n;
+    double *ex = tau + B * n, *ref = ex + B * n, *got = ref + B * n, *twin = got + B * n;
+    double* work = malloc(sizeof(double) * cfd_abia_scan_work_size(n));
+    cfd_rng r = {92 + (unsigned)k};
+    fill_random(&r, q, B * n, -3.14, 3.14);
+    fill_random(&r, qd, B * n, -2, 2);
+    fill_random(&r, tau, B * n, -1, 1);
+    fill_random(&r, ex, B * n, 0, 0.1);
+    for (int b = 0; b < B; b++)
+      cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
+    cfd_gpu* g;
+    EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
+    for (int j = 0; j < 5 && g; j++) {
+      int L = lengths[j];
+      if (n > 1000 && L > 0 && L < 32) continue;  // fewer than 256 blocks: raised to n / 256
+      cfd_gpu_abia_variant = 10;
+      cfd_gpu_abia_scan_links = L;
+      for (int i = 0; i < B * n; i++) got[i] = NAN;
+      int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+      float ms = cfd_gpu_last_kernel_ms(g);
+      cfd_gpu_abia_variant = 0;
+      cfd_gpu_abia_scan_links = 0;
+      EXPECT(st == 0, "%s scan, blocks of %d: %s", chains[k].model, L, err);
+      double e = 0;
+      for (int b = 0; b < B; b++) {
+        double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
+        if (!(eb <= e)) e = eb;
+      }
+      // the twin with the kernel's block length (its choice: 4, or n / 256 past 1024 links)
+      int Lt = L ? L : 4;
+      if (Lt < (n + 255) / 256) Lt = (n + 255) / 256;
+      int ts = cfd_fd_abia_scan_cpu(&c, Lt, q, qd, tau, ex, twin, work);
+      double et = cfd_rel_err_inf(got, twin, n);
+      printf("%-44s n=%-5d cuda.abia[scan, blocks of %d] B=%d max_rel_err=%.2e twin_err=%.2e "
+             "kernel=%.3f ms\n", chains[k].model, n, Lt, B, e, et, ms);
+      EXPECT(e <= chains[k].tol, "%s scan, blocks of %d: %.3e", chains[k].model, Lt, e);
+      // the same blocks and scans on both: apart by rounding only (fused multiply-adds)
+      EXPECT(ts == 0 && et <= 1e-11, "%s scan vs its CPU twin: status %d, %.3e", chains[k].model,
+             ts, et);
+    }
+    cfd_gpu_free(g);
+    free(q);
+    free(work);
+    cfd_chain_free(&c);
+  }
 }
 
 static void test_errors(void) {
@@ -351,6 +424,7 @@ int main(void) {
     test_case(&tc);
   }
   test_abia_variants(quick && quick[0] == '1');
+  test_abia_scan(quick && quick[0] == '1');
   test_abia_singular();
   test_errors();
   TEST_EXIT();

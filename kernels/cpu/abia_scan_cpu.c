@@ -6,7 +6,8 @@
 #include "chain.h"
 
 size_t cfd_abia_scan_work_size(int n) {
-  return (size_t)n * (CFD_ABS_LINK + CFD_ABS_BLOCK) + (size_t)(n + 2) / 2 + 1;  // + starts (ints)
+  // + the partition: starts (n + 1 ints) and can_end (n bytes)
+  return (size_t)n * (CFD_ABS_LINK + CFD_ABS_BLOCK) + (size_t)n + 2;
 }
 
 // one Hillis-Steele scan of nb elements of `kind` between buffers buf[0], buf[1], starting in
@@ -25,7 +26,9 @@ int cfd_fd_abia_scan_cpu(const cfd_chain* c, int links_per_block, const double* 
   double* links = work;
   double* blocks = work + (size_t)n * CFD_ABS_LINK;
   int* starts = (int*)(blocks + (size_t)n * CFD_ABS_BLOCK);
-  int nb = cfd_abs_partition(c, links_per_block, starts);
+  unsigned char* can_end = (unsigned char*)(starts + n + 1);
+  for (int i = 0; i < n; i++) can_end[i] = (unsigned char)cfd_abs_can_end(c, i);
+  int nb = cfd_abs_partition(can_end, n, links_per_block, starts);
   double* fk[2] = {blocks, blocks + (size_t)CFD_ABS_FK * nb};
   double* ric[2] = {fk[1] + (size_t)CFD_ABS_FK * nb, fk[1] + (size_t)(CFD_ABS_FK + CFD_ABS_RIC) * nb};
   double* aff[2] = {ric[1] + (size_t)CFD_ABS_RIC * nb, ric[1] + (size_t)(CFD_ABS_RIC + CFD_ABS_AFF) * nb};

@@ -210,7 +210,10 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
   if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
 }
 
-int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 9
+// Longer chains, one or a few: scans over blocks of links (abia_scan.cu), a thread block per
+// instance.
+#define ABIA_SCAN_MAX_B 64
+int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
@@ -223,6 +226,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int variant = cfd_gpu_abia_variant ? cfd_gpu_abia_variant
                 : jf_short && B <= ABIA_WL_MAX_B ? 7
                 : g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B ? 9
+                : g->n > ABIA_WB_MAX_N && B <= ABIA_SCAN_MAX_B ? 10
                 : g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N && B <= ABIA_WB_MAX_B ? 8
                 : B <= ABIA_LANES_MAX_B ? 4
                 : g->n <= ABIA_WORLD_MAX_N ? 5 : 1;
@@ -232,6 +236,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   if (variant == 8 && !g->chain_jf.home_R) variant = 4;
   if (variant == 9 && g->n > 32 * CFD_AWB_MAX_WARPS) variant = 8;  // one warp for any length
   if (variant == 9 && !g->chain_jf.home_R) variant = 4;
+  if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
   if (variant == 9)
     abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(g->chain_jf, B, q, qd,
                                                                           tau, extra, qacc, error);

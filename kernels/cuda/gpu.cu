@@ -5,6 +5,7 @@
 
 #include "aba_core.h"
 #include "aba_lanes.cuh"
+#include "aba_scan.h"
 #include "cfa_blocks.h"
 #include "gpu_internal.h"
 
@@ -96,6 +97,8 @@ void cfd_gpu_free(cfd_gpu* g) {
   cfd_gpu_chain_free(&g->chain, &g->chain_jf);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
   cudaFree(g->chain_f32);
+  cudaFree(g->scan_starts); cudaFree(g->scan_work);
+  free(g->scan_can_end);
   cudaFreeHost(g->status);
   if (g->solver) cusolverDnDestroy(g->solver);
   if (g->start) cudaEventDestroy(g->start);
@@ -203,6 +206,13 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     if (!e) e = upload(&g->sigma, sigma, (size_t)n);
   }
   free(jinv); free(basis); free(sigma);
+  if (!e && alg == CFD_GPU_ABIA) {  // the scan kernel's partition is made from these (abia_scan.cu)
+    g->scan_can_end = (unsigned char*)malloc((size_t)n);
+    if (!g->scan_can_end) e = cudaErrorMemoryAllocation;
+    else
+      for (int i = 0; i < n; i++) g->scan_can_end[i] = (unsigned char)cfd_abs_can_end(c, i);
+    if (!e) e = cudaMalloc(&g->scan_starts, sizeof(int) * (n + 1));
+  }
   if (!e && alg == CFD_GPU_ABIA_F32) {  // R 9n, p 3n, S 6n, J 36n, armature n
     size_t count = (size_t)55 * n;
     float* f = (float*)malloc(sizeof(float) * count);

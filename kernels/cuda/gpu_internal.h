@@ -21,6 +21,11 @@ struct cfd_gpu {
   double* jinv;        // n x 36: J_i^-1 (CFA)
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
   double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
+  unsigned char* scan_can_end;  // ABIA, host: where the scan kernel's blocks may end (n flags)
+  int* scan_starts;    // ABIA, device: the scan kernel's blocks (n + 1) for scan_links per block
+  int scan_links, scan_nb;
+  double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
+  size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
   int capacity;        // instances the scratch below holds (one launch chunk)
   int staged;          // instances the host-staging vectors hold
@@ -59,6 +64,10 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
                                     const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
+// ABIA as scans over blocks of links, a thread block per instance (abia_scan.cu)
+cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
+                                     const double* tau, const double* extra, double* qacc,
+                                     int* error);
 // abia_f32.cu, which is compiled in single precision and so sees none of this file's types
 extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const double* gravity, int B,
                                            const double* q, const double* qd, const double* tau,

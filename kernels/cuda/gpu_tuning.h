@@ -20,8 +20,11 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // 6 world coordinates, global scratch; 7 world coordinates, a group of lanes per instance, a link
 // per lane (chains up to 32 links in joint frames, else 4); 8 world coordinates, a warp per
 // instance, blocks of 32 links (chains in joint frames, else 4); 9 the same with a warp per block
-// (chains in joint frames up to 256 links; longer ones 8, without joint frames 4).
+// (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 a thread
+// block per instance, scans over blocks of links (abia_scan.cu).
 extern int cfd_gpu_abia_variant;
+// The scan kernel's links per block (0: 4, or more where the chain has over 256 blocks of them).
+extern int cfd_gpu_abia_scan_links;
 // Rollouts by a group of lanes per instance (1, the default: chains up to 8 links at any batch, up
 // to 32 links while B x group width <= 2^18, longer ones in batches up to 4096) or one thread per
 // instance (0).
