@@ -86,94 +86,113 @@ CFD_HD void cfd_abs_affine_compose(const double* CFD_RESTRICT A1, const double* 
   for (int k = 0; k < 6; k++) out[36 + k] = l[k] + A1[36 + k];
 }
 
-// X = A^-1 B for a 6x6 A (destroyed) and 6 x nrhs B (row-major, in place), Gaussian elimination
-// with partial pivoting (row swaps as selects, so that a GPU keeps A in registers). Returns
-// nonzero on a zero pivot.
-CFD_HD int cfd_lu6_solve(double* CFD_RESTRICT A, double* CFD_RESTRICT B, int nrhs) {
-  for (int k = 0; k < 6; k++) {
-    int piv = k;
-    for (int r = k + 1; r < 6; r++)
-      if (fabs(A[6 * r + k]) > fabs(A[6 * piv + k])) piv = r;
-    for (int r = k + 1; r < 6; r++) {
-      if (r != piv) continue;
-      for (int j = 0; j < 6; j++) {
-        double t = A[6 * k + j]; A[6 * k + j] = A[6 * r + j]; A[6 * r + j] = t;
-      }
-      for (int j = 0; j < nrhs; j++) {
-        double t = B[nrhs * k + j]; B[nrhs * k + j] = B[nrhs * r + j]; B[nrhs * r + j] = t;
+// LU factors of a 6x6 A in place, with partial pivoting: piv[k] is the row swapped with row k at
+// step k, the diagonal holds the pivots' reciprocals. Every loop unrolled and the swaps as selects,
+// so that a GPU keeps A in registers. Returns nonzero on a zero pivot.
+CFD_HD int cfd_lu6_factor(double* CFD_RESTRICT A, int piv[6]) {
+  CFD_UNROLL for (int k = 0; k < 6; k++) {
+    int pk = k;
+    double big = fabs(A[7 * k]);
+    CFD_UNROLL for (int r = k + 1; r < 6; r++)
+      if (fabs(A[6 * r + k]) > big) big = fabs(A[6 * r + k]), pk = r;
+    piv[k] = pk;
+    CFD_UNROLL for (int r = k + 1; r < 6; r++) {
+      int swap = r == pk;
+      CFD_UNROLL for (int j = 0; j < 6; j++) {
+        double a = A[6 * k + j], b = A[6 * r + j];
+        A[6 * k + j] = swap ? b : a;
+        A[6 * r + j] = swap ? a : b;
       }
     }
-    double pk = A[6 * k + k];
-    if (pk == 0) return 1;
-    double inv = 1 / pk;
-    for (int r = k + 1; r < 6; r++) {
+    if (A[7 * k] == 0) return 1;
+    double inv = 1 / A[7 * k];
+    A[7 * k] = inv;
+    CFD_UNROLL for (int r = k + 1; r < 6; r++) {
       double f = A[6 * r + k] * inv;
-      for (int j = k + 1; j < 6; j++) A[6 * r + j] -= f * A[6 * k + j];
-      for (int j = 0; j < nrhs; j++) B[nrhs * r + j] -= f * B[nrhs * k + j];
-    }
-  }
-  for (int k = 5; k >= 0; k--) {
-    double inv = 1 / A[6 * k + k];
-    for (int j = 0; j < nrhs; j++) {
-      double s = B[nrhs * k + j];
-      for (int c = k + 1; c < 6; c++) s -= A[6 * k + c] * B[nrhs * c + j];
-      B[nrhs * k + j] = s * inv;
+      A[6 * r + k] = f;
+      CFD_UNROLL for (int j = k + 1; j < 6; j++) A[6 * r + j] -= f * A[6 * k + j];
     }
   }
   return 0;
 }
 
+// B <- A^-1 B for a 6x6 B (row-major), with cfd_lu6_factor's factors: the row swaps first (the
+// multipliers moved with their rows), then the two triangular solves
+CFD_HD void cfd_lu6_solve(const double* CFD_RESTRICT A, const int piv[6], double* CFD_RESTRICT B) {
+  CFD_UNROLL for (int k = 0; k < 6; k++)
+    CFD_UNROLL for (int r = k + 1; r < 6; r++) {
+      int swap = r == piv[k];
+      CFD_UNROLL for (int j = 0; j < 6; j++) {
+        double a = B[6 * k + j], b = B[6 * r + j];
+        B[6 * k + j] = swap ? b : a;
+        B[6 * r + j] = swap ? a : b;
+      }
+    }
+  CFD_UNROLL for (int k = 0; k < 6; k++) {
+    CFD_UNROLL for (int r = k + 1; r < 6; r++)
+      CFD_UNROLL for (int j = 0; j < 6; j++) B[6 * r + j] -= A[6 * r + k] * B[6 * k + j];
+  }
+  CFD_UNROLL for (int k = 5; k >= 0; k--)
+    CFD_UNROLL for (int j = 0; j < 6; j++) {
+      double s = B[6 * k + j];
+      CFD_UNROLL for (int c = k + 1; c < 6; c++) s -= A[6 * k + c] * B[6 * c + j];
+      B[6 * k + j] = s * A[7 * k];
+    }
+}
+
 // Riccati maps: F1 after F2 (F1 nearer the base). With A = 1 + P02 G1 (invertible: P02 G1 has
 // no negative eigenvalue), Z = A^-1 P02 and Y = A^-1 Phi2:
 //   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y
-// (P0 and G symmetrised). Returns nonzero on a zero pivot.
+// P0 and G from their upper triangles (symmetric). In an order that keeps few 6x6 matrices live
+// at once (a GPU thread: A and one of Z, Y and G's sum). Returns nonzero on a zero pivot.
 CFD_HD int cfd_abs_riccati_compose(const double* CFD_RESTRICT F1, const double* CFD_RESTRICT F2,
                                    double* CFD_RESTRICT out) {
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
   const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
-  double A[36], ZY[72], T[36];
-  cfd_mat6_mul(P02, 0, G1, 0, A);
-  for (int k = 0; k < 6; k++) A[7 * k] += 1;
-  for (int r = 0; r < 6; r++)
-    for (int c = 0; c < 6; c++) {
-      ZY[12 * r + c] = P02[6 * r + c];
-      ZY[12 * r + 6 + c] = Phi2[6 * r + c];
+  double A[36], X[36];
+  int piv[6];
+  CFD_UNROLL for (int r = 0; r < 6; r++)
+    CFD_UNROLL for (int c = 0; c < 6; c++) {
+      double s = r == c ? 1.0 : 0.0;
+      CFD_UNROLL for (int k = 0; k < 6; k++) s += P02[6 * r + k] * G1[6 * k + c];
+      A[6 * r + c] = s;
+      X[6 * r + c] = P02[6 * r + c];
     }
-  if (cfd_lu6_solve(A, ZY, 12)) return 1;
-  for (int r = 0; r < 6; r++)  // T = Phi1 Z, out's Phi = Phi1 Y
-    for (int c = 0; c < 6; c++) {
-      double z = 0, y = 0;
-      for (int k = 0; k < 6; k++) {
-        z += Phi1[6 * r + k] * ZY[12 * k + c];
-        y += Phi1[6 * r + k] * ZY[12 * k + 6 + c];
+  if (cfd_lu6_factor(A, piv)) return 1;
+  cfd_lu6_solve(A, piv, X);  // Z
+  CFD_UNROLL for (int r = 0; r < 6; r++) {  // row r of Phi1 Z, then row r of P0's upper triangle
+    double t[6];
+    CFD_UNROLL for (int c = 0; c < 6; c++) {
+      double z = 0;
+      CFD_UNROLL for (int k = 0; k < 6; k++) z += Phi1[6 * r + k] * X[6 * k + c];
+      t[c] = z;
+    }
+    CFD_UNROLL for (int c = r; c < 6; c++) {
+      double v = P01[6 * r + c];
+      CFD_UNROLL for (int k = 0; k < 6; k++) v += t[k] * Phi1[6 * c + k];
+      out[6 * r + c] = out[6 * c + r] = v;
+    }
+  }
+  CFD_UNROLL for (int k = 0; k < 36; k++) X[k] = Phi2[k];
+  cfd_lu6_solve(A, piv, X);  // Y
+  double Gs[36];
+  CFD_UNROLL for (int k = 0; k < 36; k++) Gs[k] = G2[k];
+  CFD_UNROLL for (int r = 0; r < 6; r++) {  // rows r of Phi1 Y and of G1 Y; G += Phi2^T (G1 Y)
+    double gy[6];
+    CFD_UNROLL for (int c = 0; c < 6; c++) {
+      double y = 0, g = 0;
+      CFD_UNROLL for (int k = 0; k < 6; k++) {
+        y += Phi1[6 * r + k] * X[6 * k + c];
+        g += G1[6 * r + k] * X[6 * k + c];
       }
-      T[6 * r + c] = z;
       out[36 + 6 * r + c] = y;
+      gy[c] = g;
     }
-  for (int r = 0; r < 6; r++)
-    for (int c = r; c < 6; c++) {
-      double s = 0;
-      for (int k = 0; k < 6; k++) s += T[6 * r + k] * Phi1[6 * c + k];
-      double t = 0;
-      for (int k = 0; k < 6; k++) t += T[6 * c + k] * Phi1[6 * r + k];
-      out[6 * r + c] = out[6 * c + r] = P01[6 * r + c] + 0.5 * (s + t);
-    }
-  double GY[36];  // G1 Y
-  for (int r = 0; r < 6; r++)
-    for (int c = 0; c < 6; c++) {
-      double s = 0;
-      for (int k = 0; k < 6; k++) s += G1[6 * r + k] * ZY[12 * k + 6 + c];
-      GY[6 * r + c] = s;
-    }
-  for (int r = 0; r < 6; r++)
-    for (int c = r; c < 6; c++) {
-      double s = 0, t = 0;
-      for (int k = 0; k < 6; k++) {
-        s += Phi2[6 * k + r] * GY[6 * k + c];
-        t += Phi2[6 * k + c] * GY[6 * k + r];
-      }
-      out[72 + 6 * r + c] = out[72 + 6 * c + r] = G2[6 * r + c] + 0.5 * (s + t);
-    }
+    CFD_UNROLL for (int a = 0; a < 6; a++)
+      CFD_UNROLL for (int c = a; c < 6; c++) Gs[6 * a + c] += Phi2[6 * r + a] * gy[c];
+  }
+  CFD_UNROLL for (int a = 0; a < 6; a++)
+    CFD_UNROLL for (int c = a; c < 6; c++) out[72 + 6 * a + c] = out[72 + 6 * c + a] = Gs[6 * a + c];
   return 0;
 }
 
@@ -203,49 +222,110 @@ CFD_HD int cfd_abs_scan_step(int kind, int b, int nb, int k, const double* CFD_R
 
 // ---- a block's own sweeps -------------------------------------------------------------------------
 
+// An articulated inertia in three 3x3 blocks (aba_core.h) times a twist, and its U = Q S.
+CFD_HD void cfd_abs_inertia3_vec(const cfd_inertia3* Q, const double x[6], double out[6]) {
+  double t1[3], t2[3];
+  cfd_rot(Q->A, x, t1);
+  cfd_rot(Q->B, x + 3, t2);
+  out[0] = t1[0] + t2[0]; out[1] = t1[1] + t2[1]; out[2] = t1[2] + t2[2];
+  cfd_rotT(Q->B, x, t1);
+  cfd_rot(Q->C, x + 3, t2);
+  out[3] = t1[0] + t2[0]; out[4] = t1[1] + t2[1]; out[5] = t1[2] + t2[2];
+}
+
+// Q <- Q - U U^T / D, and Q + J (J dense)
+CFD_HD void cfd_abs_inertia3_downdate(cfd_inertia3* Q, const double U[6], double inv) {
+  CFD_UNROLL for (int r = 0; r < 3; r++)
+    CFD_UNROLL for (int k = 0; k < 3; k++) {
+      Q->A[3 * r + k] -= U[r] * U[k] * inv;
+      Q->B[3 * r + k] -= U[r] * U[3 + k] * inv;
+      Q->C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
+    }
+}
+
+CFD_HD void cfd_abs_inertia3_add(cfd_inertia3* Q, const double J[36]) {
+  CFD_UNROLL for (int r = 0; r < 3; r++)
+    CFD_UNROLL for (int k = 0; k < 3; k++) {
+      Q->A[3 * r + k] += J[6 * r + k];
+      Q->B[3 * r + k] += J[6 * r + 3 + k];
+      Q->C[3 * r + k] += J[6 * (3 + r) + 3 + k];
+    }
+}
+
+CFD_HD void cfd_abs_inertia3_dense(const cfd_inertia3* Q, double* out) {
+  CFD_UNROLL for (int r = 0; r < 3; r++)
+    CFD_UNROLL for (int k = 0; k < 3; k++) {
+      out[6 * r + k] = Q->A[3 * r + k];
+      out[6 * r + 3 + k] = Q->B[3 * r + k];
+      out[6 * (3 + r) + k] = Q->B[3 * k + r];
+      out[6 * (3 + r) + 3 + k] = Q->C[3 * r + k];
+    }
+}
+
+// M <- X^T M, column by column (M: 6 x cols, row-major with row length cols)
+CFD_HD void cfd_abs_wrench_cols(const double R[9], const double p[3], double* M, int cols) {
+  CFD_UNROLL for (int k = 0; k < 6; k++) {
+    if (k >= cols) break;
+    double col[6], t[6];
+    CFD_UNROLL for (int r = 0; r < 6; r++) col[r] = M[cols * r + k];
+    cfd_wrench_to_parent(R, p, col, t);
+    CFD_UNROLL for (int r = 0; r < 6; r++) M[cols * r + k] = t[r];
+  }
+}
+
 // 1. Poses, and the block's velocity map (fk: its pose and w from V_{s-1} = 0) and Riccati map
-// (ric: from the identity, links prepended from the tip). Returns nonzero when a D0 is not
-// positive.
+// (ric: from the identity, links prepended from the tip). Running values stay local (registers
+// on a GPU); fk and ric are written once. Returns nonzero when a D0 is not positive.
 CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q, const double* qd,
                               const double* extra, double* links, double* fk, double* ric) {
-  for (int k = 0; k < 18; k++) fk[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
+  double T[18];
+  CFD_UNROLL for (int k = 0; k < 18; k++) T[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
   for (int i = s; i < e; i++) {
     double* L = links + CFD_ABS_LINK * (long)i;
     const double* S = c->screw + 6 * i;
-    cfd_aba_link(c, i, q[i], 0, NULL, L + ABS_R, L + ABS_P, NULL, NULL);
     double link[18], t[18];
-    for (int k = 0; k < 12; k++) link[k] = L[k];
-    for (int k = 0; k < 6; k++) link[12 + k] = S[k] * qd[i];
-    cfd_abs_fk_compose(link, fk, t);
-    for (int k = 0; k < 18; k++) fk[k] = t[k];
+    cfd_aba_link(c, i, q[i], 0, NULL, link, link + 9, NULL, NULL);
+    CFD_UNROLL for (int k = 0; k < 12; k++) L[k] = link[k];
+    CFD_UNROLL for (int k = 0; k < 6; k++) link[12 + k] = S[k] * qd[i];
+    cfd_abs_fk_compose(link, T, t);
+    CFD_UNROLL for (int k = 0; k < 18; k++) T[k] = t[k];
   }
-  double *P0 = ric, *Phi = ric + 36, *G = ric + 72;
-  for (int k = 0; k < 36; k++) P0[k] = G[k] = 0, Phi[k] = (k % 7 == 0) ? 1.0 : 0.0;
+  CFD_UNROLL for (int k = 0; k < 18; k++) fk[k] = T[k];
+  cfd_inertia3 P;
+  double Phi[36], G[36], zero[36];
+  CFD_UNROLL for (int k = 0; k < 36; k++) Phi[k] = (k % 7 == 0) ? 1.0 : 0.0, G[k] = zero[k] = 0;
+  CFD_UNROLL for (int k = 0; k < 9; k++) P.A[k] = P.B[k] = P.C[k] = 0;
+  int bad = 0;
   for (int i = e - 1; i >= s; i--) {
     const double* L = links + CFD_ABS_LINK * (long)i;
     const double* S = c->screw + 6 * i;
-    double Q[36], U[6], g[6], t[6];
-    for (int k = 0; k < 36; k++) Q[k] = c->inertia[36 * i + k] + P0[k];
-    cfd_mat6_vec(Q, S, U);
+    double R[9], p[3], U[6], g[6];
+    CFD_UNROLL for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
+    CFD_UNROLL for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
+    cfd_abs_inertia3_add(&P, c->inertia + 36 * i);  // Q0 = J_i + P0
+    cfd_abs_inertia3_vec(&P, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
-    if (!(D > 0)) return 1;
+    bad |= !(D > 0);
     double inv = 1 / D;
-    cfd_mat6T_vec(Phi, S, g);
-    for (int r = 0; r < 6; r++)
-      for (int k = 0; k < 6; k++) {
+    CFD_UNROLL for (int k = 0; k < 6; k++) {
+      double t = 0;
+      CFD_UNROLL for (int r = 0; r < 6; r++) t += Phi[6 * r + k] * S[r];
+      g[k] = t;
+    }
+    CFD_UNROLL for (int r = 0; r < 6; r++)
+      CFD_UNROLL for (int k = 0; k < 6; k++) {
         G[6 * r + k] += g[r] * g[k] * inv;
-        Q[6 * r + k] -= U[r] * U[k] * inv;
         Phi[6 * r + k] -= U[r] * g[k] * inv;
       }
-    cfd_inertia_to_parent(L + ABS_R, L + ABS_P, Q, P0);
-    for (int k = 0; k < 6; k++) {  // Phi <- X^T Phi, column by column
-      double col[6];
-      for (int r = 0; r < 6; r++) col[r] = Phi[6 * r + k];
-      cfd_wrench_to_parent(L + ABS_R, L + ABS_P, col, t);
-      for (int r = 0; r < 6; r++) Phi[6 * r + k] = t[r];
-    }
+    cfd_abs_inertia3_downdate(&P, U, inv);
+    cfd_inertia3 Pp;
+    cfd_inertia3_to_parent(R, p, &P, zero, &Pp);
+    P = Pp;
+    cfd_abs_wrench_cols(R, p, Phi, 6);
   }
-  return 0;
+  cfd_abs_inertia3_dense(&P, ric);
+  CFD_UNROLL for (int k = 0; k < 36; k++) ric[36 + k] = Phi[k], ric[72 + k] = G[k];
+  return bad;
 }
 
 // 2. With V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none), the block's velocities and
@@ -255,55 +335,68 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
                                   const double* tau, const double* extra, const double* Vin,
                                   const double* Cin, double* links, double* aff, double* keep) {
   double V[6];
-  for (int k = 0; k < 6; k++) V[k] = Vin ? Vin[k] : 0;
+  CFD_UNROLL for (int k = 0; k < 6; k++) V[k] = Vin ? Vin[k] : 0;
   for (int i = s; i < e; i++) {
     double* L = links + CFD_ABS_LINK * (long)i;
     const double* S = c->screw + 6 * i;
-    double Vc[6], Sqd[6], JV[6];
+    double Vc[6], Sqd[6], JV[6], ci[6], pb[6];
     cfd_twist_to_child(L + ABS_R, L + ABS_P, V, Vc);
-    for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
-    cfd_ad(V, Sqd, L + ABS_C);
+    CFD_UNROLL for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
+    cfd_ad(V, Sqd, ci);
     cfd_mat6_vec(c->inertia + 36 * i, V, JV);
-    cfd_neg_adstar(V, JV, L + ABS_OFF);
+    cfd_neg_adstar(V, JV, pb);
+    CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_C + k] = ci[k], L[ABS_OFF + k] = pb[k];
   }
-  double C[36], *Lm = aff, *l = aff + 36;
-  for (int k = 0; k < 36; k++) C[k] = Cin ? Cin[k] : 0, Lm[k] = (k % 7 == 0) ? 1.0 : 0.0;
-  for (int k = 0; k < 6; k++) l[k] = 0;
+  cfd_inertia3 Q;
+  double Lm[42], zero[36];  // L, then l
+  CFD_UNROLL for (int k = 0; k < 36; k++) Lm[k] = (k % 7 == 0) ? 1.0 : 0.0, zero[k] = 0;
+  CFD_UNROLL for (int k = 0; k < 6; k++) Lm[36 + k] = 0;
+  if (Cin) cfd_inertia3_from(Cin, &Q);
+  else CFD_UNROLL for (int k = 0; k < 9; k++) Q.A[k] = Q.B[k] = Q.C[k] = 0;
+  int bad = 0;
   for (int i = e - 1; i >= s; i--) {
     double* L = links + CFD_ABS_LINK * (long)i;
-    const double *S = c->screw + 6 * i, *R = L + ABS_R, *p = L + ABS_P;
-    double Q[36], U[6], t[6], pb[6], h[6];
-    for (int k = 0; k < 36; k++) Q[k] = c->inertia[36 * i + k] + C[k];
-    cfd_mat6_vec(Q, S, U);
+    const double* S = c->screw + 6 * i;
+    double R[9], p[3], U[6], pb[6], ci[6], h[6], t[6];
+    CFD_UNROLL for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
+    CFD_UNROLL for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
+    CFD_UNROLL for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k], ci[k] = L[ABS_C + k];
+    cfd_abs_inertia3_add(&Q, c->inertia + 36 * i);
+    cfd_abs_inertia3_vec(&Q, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
-    if (!(D > 0)) return 1;
+    bad |= !(D > 0);
     double inv = 1 / D;
-    for (int r = 0; r < 6; r++)
-      for (int k = 0; k < 6; k++) Q[6 * r + k] -= U[r] * U[k] * inv;
+    cfd_abs_inertia3_downdate(&Q, U, inv);
     // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D)
-    for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k];
     double Spb = cfd_dot6(S, pb), su = (tau[i] - Spb) * inv;
-    cfd_mat6_vec(Q, L + ABS_C, h);
-    for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
-    cfd_wrench_to_parent(R, p, h, L + ABS_OFF);
-    for (int k = 0; k < 6; k++) L[ABS_U + k] = U[k];
+    cfd_abs_inertia3_vec(&Q, ci, h);
+    CFD_UNROLL for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
+    cfd_wrench_to_parent(R, p, h, t);
+    CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_OFF + k] = t[k], L[ABS_U + k] = U[k];
     L[ABS_D] = D;
     L[ABS_SB] = Spb;
-    // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D)
-    for (int k = 0; k < 7; k++) {
-      double col[6], Sc = 0;
-      for (int r = 0; r < 6; r++) col[r] = k < 6 ? Lm[6 * r + k] : l[r], Sc += S[r] * col[r];
-      for (int r = 0; r < 6; r++) col[r] -= U[r] * Sc * inv;
-      cfd_wrench_to_parent(R, p, col, t);
-      for (int r = 0; r < 6; r++) {
-        if (k < 6) Lm[6 * r + k] = t[r];
-        else l[r] = t[r] + L[ABS_OFF + r];
+    // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): seven columns
+    {
+      double col[6], Sc;
+      CFD_UNROLL for (int k = 0; k < 6; k++) {
+        Sc = 0;
+        CFD_UNROLL for (int r = 0; r < 6; r++) Sc += S[r] * Lm[6 * r + k];
+        CFD_UNROLL for (int r = 0; r < 6; r++) col[r] = Lm[6 * r + k] - U[r] * Sc * inv;
+        cfd_wrench_to_parent(R, p, col, h);
+        CFD_UNROLL for (int r = 0; r < 6; r++) Lm[6 * r + k] = h[r];
       }
+      Sc = cfd_dot6(S, Lm + 36);
+      CFD_UNROLL for (int r = 0; r < 6; r++) col[r] = Lm[36 + r] - U[r] * Sc * inv;
+      cfd_wrench_to_parent(R, p, col, h);
+      CFD_UNROLL for (int r = 0; r < 6; r++) Lm[36 + r] = h[r] + t[r];
     }
-    cfd_inertia_to_parent(R, p, Q, C);
+    cfd_inertia3 Qp;
+    cfd_inertia3_to_parent(R, p, &Q, zero, &Qp);
+    Q = Qp;
   }
-  for (int k = 0; k < 36; k++) keep[k] = Lm[k];
-  return 0;
+  CFD_UNROLL for (int k = 0; k < 42; k++) aff[k] = Lm[k];
+  CFD_UNROLL for (int k = 0; k < 36; k++) keep[k] = Lm[k];
+  return bad;
 }
 
 // 3. With the bias force handed in (tin; NULL: none), the block's u_i, and its acceleration map

@@ -12,15 +12,32 @@
 // Up to 256 blocks (a thread may then keep 255 registers: the compositions hold several 6x6
 // matrices); longer chains get longer blocks.
 #define ABS_MAX_THREADS 256
-#define ABS_DEFAULT_LINKS 4
+#define ABS_DEFAULT_LINKS 16  // bench --only scan: 200 to 2048 links best at 16 to 32
 
-int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS (more where needed)
+int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS, or n / 128 past 2048
+
+// Each step its own function, so that each gets the registers it needs (inlined into one kernel,
+// the largest step's pressure spilled the others)
+__device__ __noinline__ int abs_maps(const cfd_chain* c, int s, int e, const double* q,
+                                     const double* qd, const double* extra, double* links,
+                                     double* fk, double* ric) {
+  return cfd_abs_block_maps(c, s, e, q, qd, extra, links, fk, ric);
+}
+__device__ __noinline__ int abs_inertias(const cfd_chain* c, int s, int e, const double* qd,
+                                         const double* tau, const double* extra,
+                                         const double* Vin, const double* Cin, double* links,
+                                         double* aff, double* keep) {
+  return cfd_abs_block_inertias(c, s, e, qd, tau, extra, Vin, Cin, links, aff, keep);
+}
+__device__ __noinline__ int abs_step(int kind, int b, int nb, int k, const double* in, double* out) {
+  return cfd_abs_scan_step(kind, b, nb, k, in, out);
+}
 
 // One scan over the nb elements in buf[cur], every thread of the block taking part (b >= nb:
 // barriers only); returns the buffer holding the result.
 __device__ int abs_scan(int kind, int b, int nb, double* buf0, double* buf1, int cur, int* bad) {
   for (int k = 1; k < nb; k *= 2, cur ^= 1) {
-    if (b < nb) *bad |= cfd_abs_scan_step(kind, b, nb, k, cur ? buf1 : buf0, cur ? buf0 : buf1);
+    if (b < nb) *bad |= abs_step(kind, b, nb, k, cur ? buf1 : buf0, cur ? buf0 : buf1);
     __syncthreads();
   }
   return cur;
@@ -47,7 +64,7 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   int s = mine ? starts[b] : 0, e = mine ? starts[b + 1] : 0, bad = 0;
   // 1. the blocks' velocity and inertia maps, then both scans
   if (mine)
-    bad |= cfd_abs_block_maps(&c, s, e, q, qd, extra, links, fk0 + CFD_ABS_FK * b,
+    bad |= abs_maps(&c, s, e, q, qd, extra, links, fk0 + CFD_ABS_FK * b,
                               ric0 + CFD_ABS_RIC * b);
   __syncthreads();
   int f = abs_scan(CFD_ABS_SCAN_FK, b, nb, fk0, fk1, 0, &bad);
@@ -56,7 +73,7 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   double* ricr = r ? ric1 : ric0;
   // 2. the blocks' inertias from what they are handed, and their bias maps; the bias scan
   if (mine)
-    bad |= cfd_abs_block_inertias(&c, s, e, qd, tau, extra,
+    bad |= abs_inertias(&c, s, e, qd, tau, extra,
                                   b > 0 ? fkr + CFD_ABS_FK * (b - 1) + 12 : NULL,
                                   b + 1 < nb ? ricr + CFD_ABS_RIC * (b + 1) : NULL, links,
                                   aff0 + CFD_ABS_AFF * b, keep + 36 * b);
@@ -83,6 +100,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   int n = g->n;
   int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links : ABS_DEFAULT_LINKS;
   int least = (n + ABS_MAX_THREADS - 1) / ABS_MAX_THREADS;  // at most 256 blocks
+  if (!cfd_gpu_abia_scan_links && m < (n + 127) / 128) m = (n + 127) / 128;
   if (m < least) m = least;
   cudaError_t e = cudaSuccess;
   if (m != g->scan_links) {  // the partition, once per block length (the stream is idle first:
