@@ -449,10 +449,21 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
           if (lengths[l] && lengths[l] * 256 < n) continue;  // raised to n / 256 anyway
           cfd_gpu_abia_variant = 10;
           cfd_gpu_abia_scan_links = lengths[l];
+          cfd_gpu_abia_scan_profile = B == 1;
           gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
           cfd_gpu_abia_variant = 0;
           cfd_gpu_abia_scan_links = 0;
+          cfd_gpu_abia_scan_profile = 0;
           snprintf(who, sizeof who, "cuda.abia[scan,%d]", lengths[l]);
+          if (gm.ok && B == 1) {  // where the time goes, phase by phase (the last launch)
+            static const char* names[] = {"maps", "v+P scans", "inertias", "bias scan", "bias",
+                                          "acc scan", "acc"};
+            double ph[16];
+            int np = cfd_gpu_abia_scan_phases(ph, 16);
+            printf("  %-28s phases (us):", who);
+            for (int k = 0; k < np && k < 7; k++) printf(" %s %.1f", names[k], ph[k]);
+            printf("\n");
+          }
         }
         if (!gm.ok) continue;
         emit("abia_scan", spec, n, B, who, gm.wall_us, gm.kernel_us, gm.err);

@@ -1,58 +1,79 @@
 // ABIA for one long chain (or a few) as scans over blocks of links (aba_scan.h; its CPU twin is
-// cpu/abia_scan_cpu.c, the same steps in the same order): a thread block per chain, a thread per
-// block of links. Each thread runs its own links' sweeps; what the blocks hand each other
+// cpu/abia_scan_cpu.c, the same steps in the same order). A group of 8 lanes per block of links
+// (aba_scan_lanes.cuh), up to 16 groups per thread block and up to 16 thread blocks per chain in
+// one cluster (16 SMs): each group runs its own links' sweeps, and what the blocks hand each other
 // (velocities, articulated inertias as Riccati maps, bias forces, accelerations) comes from
-// Hillis-Steele scans across the threads, ceil(log2 blocks) steps each, through global memory (L1
-// and L2: a Riccati map is 108 numbers, too many for shared memory at 256 blocks). So a chain's
-// sequential depth is its links per block plus a few dozen map compositions, where the sweeps of
-// the other kernels take every link in turn; and unlike CFA it stays accurate at any length.
-#include "aba_scan.h"
+// Hillis-Steele scans across the groups, ceil(log2 blocks) steps each, the maps in global memory
+// (L2) between cluster barriers. A chain's sequential depth is its links per block plus a few
+// dozen map compositions, where the sweeps of the other kernels take every link in turn; and
+// unlike CFA it stays accurate at any length.
+#include <cooperative_groups.h>
+
+#include "aba_scan_lanes.cuh"
+#include "block_scan.cuh"
 #include "gpu_internal.h"
 
-// Up to 256 blocks (a thread may then keep 255 registers: the compositions hold several 6x6
-// matrices); longer chains get longer blocks.
-#define ABS_MAX_THREADS 256
-#define ABS_DEFAULT_LINKS 16  // bench --only scan: 200 to 2048 links best at 16 to 32
+namespace cg = cooperative_groups;
 
-int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS, or n / 128 past 2048
+// 16 groups (128 threads) per thread block, so that a thread may keep 255 registers (with 64
+// groups on one SM they spilled, and the SM's double-precision units were the limit); up to 16
+// blocks per cluster: up to 256 blocks of links, longer chains get longer blocks.
+#define ABS_CTA_GROUPS 16
+#define ABS_MAX_BLOCKS (ABS_CTA_GROUPS * CFD_MAX_CLUSTER)
+#define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
 
-// Each step its own function, so that each gets the registers it needs (inlined into one kernel,
-// the largest step's pressure spilled the others)
-__device__ __noinline__ int abs_maps(const cfd_chain* c, int s, int e, const double* q,
-                                     const double* qd, const double* extra, double* links,
-                                     double* fk, double* ric) {
-  return cfd_abs_block_maps(c, s, e, q, qd, extra, links, fk, ric);
-}
-__device__ __noinline__ int abs_inertias(const cfd_chain* c, int s, int e, const double* qd,
-                                         const double* tau, const double* extra,
-                                         const double* Vin, const double* Cin, double* links,
-                                         double* aff, double* keep) {
-  return cfd_abs_block_inertias(c, s, e, qd, tau, extra, Vin, Cin, links, aff, keep);
-}
-__device__ __noinline__ int abs_step(int kind, int b, int nb, int k, const double* in, double* out) {
-  return cfd_abs_scan_step(kind, b, nb, k, in, out);
+int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS, or n / 256 past 1024
+int cfd_gpu_abia_scan_profile = 0;
+__device__ unsigned long long abs_marks[64];
+
+// the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0
+__device__ __forceinline__ void abs_mark(int profile, int* k) {
+  if (profile && blockIdx.x == 0 && threadIdx.x == 0 && *k < 64) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    abs_marks[*k] = t;
+  }
+  (*k)++;
 }
 
-// One scan over the nb elements in buf[cur], every thread of the block taking part (b >= nb:
-// barriers only); returns the buffer holding the result.
-__device__ int abs_scan(int kind, int b, int nb, double* buf0, double* buf1, int cur, int* bad) {
+int cfd_gpu_abia_scan_phases(double* us, int max) {
+  unsigned long long t[64];
+  if (cudaMemcpyFromSymbol(t, abs_marks, sizeof t)) return 0;
+  int k = 0;
+  for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
+    us[k] = (t[k + 1] - t[k]) * 1e-3;
+  return k;
+}
+
+// One scan over the nb elements in buf[cur], every thread of the cluster taking part; returns the
+// buffer holding the result.
+__device__ int abs_scan(int kind, int b, int nb, int j, double* buf0, double* buf1, int cur,
+                        double* sm, int* bad) {
+  cg::cluster_group cl = cg::this_cluster();
   for (int k = 1; k < nb; k *= 2, cur ^= 1) {
-    if (b < nb) *bad |= abs_step(kind, b, nb, k, cur ? buf1 : buf0, cur ? buf0 : buf1);
-    __syncthreads();
+    *bad |= abs_lanes_step(kind, b, nb, k, cur ? buf1 : buf0, cur ? buf0 : buf1, j, sm);
+    cluster_sync(cl);
   }
   return cur;
 }
 
-__global__ void __launch_bounds__(ABS_MAX_THREADS)
+__global__ void __launch_bounds__(ABS_GROUP * ABS_CTA_GROUPS)
 abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const double* __restrict__ q,
                  const double* __restrict__ qd, const double* __restrict__ tau,
                  const double* __restrict__ extra, double* __restrict__ qacc, double* work,
-                 long stride, int* error) {
-  int n = c.n, b = threadIdx.x;
-  long o = (long)blockIdx.x * n;
+                 long stride, int* error, int profile) {
+  extern __shared__ double shared[];
+  int mk = 0;
+  abs_mark(profile, &mk);
+  cg::cluster_group cl = cg::this_cluster();
+  int CL = (int)cl.num_blocks(), groups = blockDim.x / ABS_GROUP;
+  int n = c.n, j = threadIdx.x % ABS_GROUP;
+  int b = (int)cl.block_rank() * groups + threadIdx.x / ABS_GROUP;  // the group's block of links
+  double* sm = shared + ABS_SHARED * (threadIdx.x / ABS_GROUP);
+  long inst = blockIdx.x / CL, o = inst * n;
   q += o, qd += o, tau += o, qacc += o;
   if (extra) extra += o;
-  double* links = work + (long)blockIdx.x * stride;
+  double* links = work + inst * stride;
   double* fk0 = links + (long)CFD_ABS_LINK * n;
   double* fk1 = fk0 + CFD_ABS_FK * nb;
   double* ric0 = fk1 + CFD_ABS_FK * nb;
@@ -61,36 +82,48 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   double* aff1 = aff0 + CFD_ABS_AFF * nb;
   double* keep = aff1 + CFD_ABS_AFF * nb;
   bool mine = b < nb;
-  int s = mine ? starts[b] : 0, e = mine ? starts[b + 1] : 0, bad = 0;
+  int s = mine ? starts[b] : 0, len = mine ? starts[b + 1] - s : 0, bad = 0;
   // 1. the blocks' velocity and inertia maps, then both scans
-  if (mine)
-    bad |= abs_maps(&c, s, e, q, qd, extra, links, fk0 + CFD_ABS_FK * b,
-                              ric0 + CFD_ABS_RIC * b);
-  __syncthreads();
-  int f = abs_scan(CFD_ABS_SCAN_FK, b, nb, fk0, fk1, 0, &bad);
-  int r = abs_scan(CFD_ABS_SCAN_RIC, b, nb, ric0, ric1, 0, &bad);
+  bad |= abs_lanes_maps(c, s, len, j, q, qd, extra, links, fk0 + CFD_ABS_FK * b,
+                        ric0 + CFD_ABS_RIC * b, sm);
+  cluster_sync(cl);
+  abs_mark(profile, &mk);  // maps
+  int f = 0, r = 0;
+  for (int k = 1; k < nb; k *= 2, f ^= 1, r ^= 1) {
+    abs_lanes_step(CFD_ABS_SCAN_FK, b, nb, k, f ? fk1 : fk0, f ? fk0 : fk1, j, sm);
+    bad |= abs_lanes_step(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric1 : ric0, r ? ric0 : ric1, j, sm);
+    cluster_sync(cl);
+  }
+  abs_mark(profile, &mk);  // velocity and Riccati scans
   double* fkr = f ? fk1 : fk0;
   double* ricr = r ? ric1 : ric0;
   // 2. the blocks' inertias from what they are handed, and their bias maps; the bias scan
-  if (mine)
-    bad |= abs_inertias(&c, s, e, qd, tau, extra,
-                                  b > 0 ? fkr + CFD_ABS_FK * (b - 1) + 12 : NULL,
-                                  b + 1 < nb ? ricr + CFD_ABS_RIC * (b + 1) : NULL, links,
-                                  aff0 + CFD_ABS_AFF * b, keep + 36 * b);
-  __syncthreads();
-  int p = abs_scan(CFD_ABS_SCAN_BIAS, b, nb, aff0, aff1, 0, &bad);
+  bad |= abs_lanes_inertias(c, s, len, j, qd, tau, extra,
+                            mine && b > 0 ? fkr + CFD_ABS_FK * (b - 1) + 12 : NULL,
+                            mine && b + 1 < nb ? ricr + CFD_ABS_RIC * (b + 1) : NULL, links,
+                            aff0 + CFD_ABS_AFF * b, keep + 36 * b, sm);
+  cluster_sync(cl);
+  abs_mark(profile, &mk);  // inertias
+  int p = abs_scan(CFD_ABS_SCAN_BIAS, b, nb, j, aff0, aff1, 0, sm, &bad);
+  abs_mark(profile, &mk);  // bias scan
   double* affp = p ? aff1 : aff0;
   double* affo = p ? aff0 : aff1;
-  // 3. the blocks' u_i and acceleration maps (into the other buffer); the acceleration scan
-  if (mine)
-    cfd_abs_block_bias(&c, s, e, tau, b + 1 < nb ? affp + CFD_ABS_AFF * (b + 1) + 36 : NULL, links,
-                       keep + 36 * b, affo + CFD_ABS_AFF * b);
-  __syncthreads();
-  int a = abs_scan(CFD_ABS_SCAN_ACC, b, nb, aff0, aff1, p ^ 1, &bad);
+  // 3. the blocks' u_i and acceleration maps (into the other buffer): 6-vectors, on one lane; the
+  // acceleration scan
+  if (mine && j == 0)
+    cfd_abs_block_bias(&c, s, s + len, tau, b + 1 < nb ? affp + CFD_ABS_AFF * (b + 1) + 36 : NULL,
+                       links, keep + 36 * b, affo + CFD_ABS_AFF * b);
+  cluster_sync(cl);
+  abs_mark(profile, &mk);  // bias
+  int a = abs_scan(CFD_ABS_SCAN_ACC, b, nb, j, aff0, aff1, p ^ 1, sm, &bad);
+  abs_mark(profile, &mk);  // acceleration scan
   double* affa = a ? aff1 : aff0;
   // 4. the blocks' accelerations
-  if (mine)
-    cfd_abs_block_qacc(&c, s, e, b > 0 ? affa + CFD_ABS_AFF * (b - 1) + 36 : NULL, links, qacc);
+  if (mine && j == 0)
+    cfd_abs_block_qacc(&c, s, s + len, b > 0 ? affa + CFD_ABS_AFF * (b - 1) + 36 : NULL, links,
+                       qacc);
+  if (profile) cluster_sync(cl);
+  abs_mark(profile, &mk);  // accelerations
   if (bad) atomicExch(error, CFD_ERR_SINGULAR);
 }
 
@@ -98,11 +131,33 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
                                      const double* tau, const double* extra, double* qacc,
                                      int* error) {
   int n = g->n;
-  int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links : ABS_DEFAULT_LINKS;
-  int least = (n + ABS_MAX_THREADS - 1) / ABS_MAX_THREADS;  // at most 256 blocks
-  if (!cfd_gpu_abia_scan_links && m < (n + 127) / 128) m = (n + 127) / 128;
-  if (m < least) m = least;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.stream = g->stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
   cudaError_t e = cudaSuccess;
+  if (!g->scan_max_cluster) {  // once: the largest cluster the device schedules (16 needs a GPC)
+    e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e) return e;
+    int cl = CFD_MAX_CLUSTER;
+    for (;; cl /= 2) {
+      attr[0].val.clusterDim.x = cl;
+      cfg.gridDim = dim3(cl);
+      cfg.blockDim = dim3(ABS_GROUP * ABS_CTA_GROUPS);
+      cfg.dynamicSmemBytes = sizeof(double) * ABS_SHARED * ABS_CTA_GROUPS;
+      int clusters = 0;
+      e = cudaOccupancyMaxActiveClusters(&clusters, abia_scan_kernel, &cfg);
+      if (cl == 1 || (e == cudaSuccess && clusters > 0)) break;
+      cudaGetLastError();
+    }
+    g->scan_max_cluster = cl;
+  }
+  int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links : ABS_DEFAULT_LINKS;
+  int most = ABS_CTA_GROUPS * g->scan_max_cluster, least = (n + most - 1) / most;
+  if (m < least) m = least;
   if (m != g->scan_links) {  // the partition, once per block length (the stream is idle first:
     int* starts = (int*)malloc(sizeof(int) * (n + 1));  // an earlier launch may still read it)
     if (!starts) return cudaErrorMemoryAllocation;
@@ -125,8 +180,14 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     if (e) return e;
     g->scan_doubles = (size_t)stride * B;
   }
-  int threads = (nb + 31) / 32 * 32;
-  abia_scan_kernel<<<B, threads, 0, g->stream>>>(g->chain, g->scan_starts, nb, q, qd, tau, extra,
-                                                 qacc, g->scan_work, stride, error);
-  return cudaGetLastError();
+  // the fewest thread blocks that give each block of links a group, whole warps each
+  int CL = (nb + ABS_CTA_GROUPS - 1) / ABS_CTA_GROUPS;
+  int groups = ((nb + CL - 1) / CL + 3) / 4 * 4;
+  attr[0].val.clusterDim.x = CL;
+  cfg.gridDim = dim3((unsigned)(CL * (long)B));
+  cfg.blockDim = dim3(ABS_GROUP * groups);
+  cfg.dynamicSmemBytes = sizeof(double) * ABS_SHARED * groups;
+  return cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, (const int*)g->scan_starts, nb, q,
+                            qd, tau, extra, qacc, g->scan_work, stride, error,
+                            cfd_gpu_abia_scan_profile);
 }

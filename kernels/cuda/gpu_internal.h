@@ -23,7 +23,7 @@ struct cfd_gpu {
   double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
   unsigned char* scan_can_end;  // ABIA, host: where the scan kernel's blocks may end (n flags)
   int* scan_starts;    // ABIA, device: the scan kernel's blocks (n + 1) for scan_links per block
-  int scan_links, scan_nb;
+  int scan_links, scan_nb, scan_max_cluster;
   double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
   size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got

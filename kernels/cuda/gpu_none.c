@@ -13,6 +13,8 @@ int cfd_gpu_lanes_xch = 1;
 int cfd_gpu_cfa_profile = 0;
 int cfd_gpu_abia_variant = 0;
 int cfd_gpu_abia_scan_links = 0;
+int cfd_gpu_abia_scan_profile = 0;
+int cfd_gpu_abia_scan_phases(double* us, int max) { return 0; }
 int cfd_gpu_cfa_phases(double* us, int max) { return 0; }
 
 int cfd_gpu_device_count(void) { return 0; }

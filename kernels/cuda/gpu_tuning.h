@@ -23,8 +23,13 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 a thread
 // block per instance, scans over blocks of links (abia_scan.cu).
 extern int cfd_gpu_abia_variant;
-// The scan kernel's links per block (0: 4, or more where the chain has over 256 blocks of them).
+// The scan kernel's links per block (0: 4, or n / 256 past 1024 links: at most 256 blocks).
 extern int cfd_gpu_abia_scan_links;
+// With cfd_gpu_abia_scan_profile set, the scan kernel records its phases' end times for its first
+// instance; cfd_gpu_abia_scan_phases gives the last launch's durations (us): maps, velocity and
+// Riccati scans, inertias, bias scan, bias, acceleration scan, accelerations.
+extern int cfd_gpu_abia_scan_profile;
+int cfd_gpu_abia_scan_phases(double* us, int max);
 // Rollouts by a group of lanes per instance (1, the default: chains up to 8 links at any batch, up
 // to 32 links while B x group width <= 2^18, longer ones in batches up to 4096) or one thread per
 // instance (0).

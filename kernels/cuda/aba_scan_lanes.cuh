@@ -1,0 +1,410 @@
+// aba_scan_lanes.cuh: the heavy steps of the scan ABA (aba_scan.h) by a group of 8 lanes per
+// block of links: lane j < 6 holds column j of each 6x6 matrix (the articulated inertia, the
+// Riccati map's Phi and G, the bias map's L; lane 6 the bias map's vector), so that a link's step
+// or a map's composition is a few dependent multiply-adds per lane instead of a 6x6 algebra's
+// worth on one thread (that form, aba_scan.h's, ran at about 9k cycles a link on the H100).
+// Columns reach the group's other lanes through its slice of shared memory, ordered by
+// __syncwarp. Symmetric matrices computed column by column are symmetrised through it too (a
+// link's congruence X^T Q X, a composition's P0 and G): left to drift, their asymmetry cost two
+// digits at 16,384 links. The same mathematics as aba_scan.h's functions (its CPU twin computes with those):
+// results agree to rounding.
+//
+// Every lane of a warp runs every loop the same number of times (the longest block of the warp;
+// a group past its own block's end runs along without updating), since __syncwarp needs the
+// whole warp.
+#ifndef CHAINFD_ABA_SCAN_LANES_CUH
+#define CHAINFD_ABA_SCAN_LANES_CUH
+
+#include "aba_scan.h"
+
+#define ABS_GROUP 8       // lanes per block of links
+#define ABS_SHARED 84     // doubles of shared memory per group
+
+// e_j as a twist or wrench (j < 6), else zero
+__device__ __forceinline__ void abs_unit(int j, double e[6]) {
+#pragma unroll
+  for (int r = 0; r < 6; r++) e[r] = r == j ? 1.0 : 0.0;
+}
+
+// Column j of X^T Q X (X = Ad_{T^-1} of the pose R, p) from the columns of the symmetric Q in
+// sm (column k at sm + 6k): X^T (Q (X e_j)).
+__device__ __forceinline__ void abs_congruence_col(const double* R, const double* p,
+                                                   const double* sm, int j, double out[6]) {
+  double e[6], x[6], y[6];
+  abs_unit(j, e);
+  cfd_twist_to_child(R, p, e, x);
+#pragma unroll
+  for (int r = 0; r < 6; r++) {
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < 6; k++) s += sm[6 * k + r] * x[k];
+    y[r] = s;
+  }
+  cfd_wrench_to_parent(R, p, y, out);
+}
+
+// The warp's longest block, for the loops every lane runs
+__device__ __forceinline__ int abs_warp_len(int len) {
+  return (int)__reduce_max_sync(0xffffffffu, (unsigned)len);
+}
+
+// 1. (aba_scan.h, cfd_abs_block_maps) poses, the velocity map and the Riccati map of block [s, e)
+// (len = e - s; 0: a group with no block). Returns nonzero when a D0 is not positive.
+__device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const double* q,
+                              const double* qd, const double* extra, double* links, double* fk,
+                              double* ric, double* sm) {
+  int e = s + len;
+  for (int i = s + j; i < e; i += ABS_GROUP) {  // the poses, a link per lane
+    double* L = links + CFD_ABS_LINK * (long)i;
+    cfd_aba_link(&c, i, q[i], 0, NULL, L + ABS_R, L + ABS_P, NULL, NULL);
+  }
+  __syncwarp();
+  if (j == 0 && len > 0) {  // the velocity map: cheap, on one lane
+    double T[18], link[18], t[18];
+    for (int k = 0; k < 18; k++) T[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
+    for (int i = s; i < e; i++) {
+      const double* L = links + CFD_ABS_LINK * (long)i;
+      for (int k = 0; k < 12; k++) link[k] = L[k];
+      for (int k = 0; k < 6; k++) link[12 + k] = c.screw[6 * i + k] * qd[i];
+      cfd_abs_fk_compose(link, T, t);
+      for (int k = 0; k < 18; k++) T[k] = t[k];
+    }
+    for (int k = 0; k < 18; k++) fk[k] = T[k];
+  }
+  // the Riccati map, links prepended from the tip: lane j keeps column j of P0, Phi, G
+  double P[6], Phi[6], G[6];
+  abs_unit(j, Phi);
+#pragma unroll
+  for (int r = 0; r < 6; r++) P[r] = G[r] = 0;
+  int bad = 0, steps = abs_warp_len(len);
+  for (int t = 0; t < steps; t++) {
+    bool on = t < len && j < 6;
+    int i = on ? e - 1 - t : s;
+    const double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c.screw + 6 * i;
+    double R[9], p[3], Q[6], Sv[6];
+#pragma unroll
+    for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
+#pragma unroll
+    for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
+#pragma unroll
+    for (int k = 0; k < 6; k++) Sv[k] = S[k];
+    double Uj = 0, gj = 0;
+    if (on) {
+      if (t > 0)  // the previous link's congruence, symmetrised
+#pragma unroll
+        for (int r = 0; r < 6; r++) P[r] = 0.5 * (P[r] + sm[48 + 6 * r + j]);
+#pragma unroll
+      for (int r = 0; r < 6; r++) Q[r] = c.inertia[36 * i + 6 * r + j] + P[r];  // Q0 = J_i + P0
+#pragma unroll
+      for (int r = 0; r < 6; r++) Uj += Q[r] * Sv[r], gj += Phi[r] * Sv[r];
+      sm[j] = Uj;
+      sm[6 + j] = gj;
+    }
+    __syncwarp();
+    if (on) {
+      double U[6], g[6];
+#pragma unroll
+      for (int r = 0; r < 6; r++) U[r] = sm[r], g[r] = sm[6 + r];
+      double D = cfd_dot6(Sv, U) + c.armature[i] + (extra ? extra[i] : 0);
+      bad |= !(D > 0);
+      double inv = 1 / D;
+#pragma unroll
+      for (int r = 0; r < 6; r++) {
+        G[r] += g[r] * gj * inv;
+        Phi[r] -= U[r] * gj * inv;
+        Q[r] -= U[r] * Uj * inv;
+        sm[12 + 6 * j + r] = Q[r];
+      }
+    }
+    __syncwarp();
+    if (on) {
+      abs_congruence_col(R, p, sm + 12, j, P);
+#pragma unroll
+      for (int r = 0; r < 6; r++) sm[48 + 6 * j + r] = P[r];
+      double t6[6];
+      cfd_wrench_to_parent(R, p, Phi, t6);
+#pragma unroll
+      for (int r = 0; r < 6; r++) Phi[r] = t6[r];
+    }
+    __syncwarp();
+  }
+  if (j < 6 && len > 0)
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      ric[6 * r + j] = 0.5 * (P[r] + sm[48 + 6 * r + j]);
+      ric[36 + 6 * r + j] = Phi[r];
+      ric[72 + 6 * r + j] = G[r];
+    }
+  return bad;
+}
+
+// 2. (cfd_abs_block_inertias) with V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none),
+// the block's velocities and articulated inertias (per link c_i, U_i, d_i, off_i, S^T bias) and
+// its bias map (aff; keep: L again). Returns nonzero when a d_i is not positive.
+__device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, const double* qd,
+                                  const double* tau, const double* extra, const double* Vin,
+                                  const double* Cin, double* links, double* aff, double* keep,
+                                  double* sm) {
+  int e = s + len;
+  if (j == 0 && len > 0) {  // velocities, c_i and the rigid-body bias: cheap, on one lane
+    double V[6];
+    for (int k = 0; k < 6; k++) V[k] = Vin ? Vin[k] : 0;
+    for (int i = s; i < e; i++) {
+      double* L = links + CFD_ABS_LINK * (long)i;
+      const double* S = c.screw + 6 * i;
+      double Vc[6], Sqd[6], JV[6];
+      cfd_twist_to_child(L + ABS_R, L + ABS_P, V, Vc);
+      for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
+      cfd_ad(V, Sqd, L + ABS_C);
+      cfd_mat6_vec(c.inertia + 36 * i, V, JV);
+      cfd_neg_adstar(V, JV, L + ABS_OFF);
+    }
+  }
+  __syncwarp();
+  // lane j < 6: column j of the inertia C and of L; lane 6: the vector l
+  double C[6], Lc[6];
+#pragma unroll
+  for (int r = 0; r < 6; r++) {
+    C[r] = Cin && j < 6 ? Cin[6 * r + j] : 0;
+    Lc[r] = r == j ? 1.0 : 0.0;
+  }
+  int bad = 0, steps = abs_warp_len(len);
+  for (int t = 0; t < steps; t++) {
+    bool on = t < len;
+    int i = on ? e - 1 - t : s;
+    double* L = links + CFD_ABS_LINK * (long)i;
+    const double* S = c.screw + 6 * i;
+    double R[9], p[3], Sv[6], Q[6], ci[6];
+#pragma unroll
+    for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
+#pragma unroll
+    for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
+#pragma unroll
+    for (int k = 0; k < 6; k++) Sv[k] = S[k], ci[k] = L[ABS_C + k];
+    double Uj = 0;
+    if (on && j < 6) {
+      if (t > 0)  // the previous link's congruence, symmetrised
+#pragma unroll
+        for (int r = 0; r < 6; r++) C[r] = 0.5 * (C[r] + sm[48 + 6 * r + j]);
+#pragma unroll
+      for (int r = 0; r < 6; r++) Q[r] = c.inertia[36 * i + 6 * r + j] + C[r];
+#pragma unroll
+      for (int r = 0; r < 6; r++) Uj += Q[r] * Sv[r];
+      sm[j] = Uj;
+    }
+    __syncwarp();
+    double U[6], D = 1, inv = 1;
+    if (on) {
+#pragma unroll
+      for (int r = 0; r < 6; r++) U[r] = sm[r];
+      D = cfd_dot6(Sv, U) + c.armature[i] + (extra ? extra[i] : 0);
+      bad |= !(D > 0);
+      inv = 1 / D;
+      if (j < 6) {
+        double h = 0;  // (Qa c_i)_j, Qa symmetric
+#pragma unroll
+        for (int r = 0; r < 6; r++) {
+          Q[r] -= U[r] * Uj * inv;
+          h += Q[r] * ci[r];
+          sm[12 + 6 * j + r] = Q[r];
+        }
+        sm[6 + j] = h;
+      }
+    }
+    __syncwarp();
+    double off[6], Spb = 0;
+    if (on) {
+      // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D), the same on every lane
+      double pb[6], h[6];
+#pragma unroll
+      for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k];
+      Spb = cfd_dot6(Sv, pb);
+      double su = (tau[i] - Spb) * inv;
+#pragma unroll
+      for (int k = 0; k < 6; k++) h[k] = sm[6 + k] + pb[k] + U[k] * su;
+      cfd_wrench_to_parent(R, p, h, off);
+      // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): a column per lane
+      double Sc = cfd_dot6(Sv, Lc), col[6];
+#pragma unroll
+      for (int r = 0; r < 6; r++) col[r] = Lc[r] - U[r] * Sc * inv;
+      cfd_wrench_to_parent(R, p, col, Lc);
+      if (j == 6)
+#pragma unroll
+        for (int r = 0; r < 6; r++) Lc[r] += off[r];
+      if (j < 6) {
+        abs_congruence_col(R, p, sm + 12, j, C);
+#pragma unroll
+        for (int r = 0; r < 6; r++) sm[48 + 6 * j + r] = C[r];
+      }
+    }
+    __syncwarp();  // every lane has read this link's pb: lane 0 may overwrite it with off_i
+    if (on && j == 0) {
+#pragma unroll
+      for (int k = 0; k < 6; k++) L[ABS_OFF + k] = off[k], L[ABS_U + k] = U[k];
+      L[ABS_D] = D;
+      L[ABS_SB] = Spb;
+    }
+  }
+  if (j < 7 && len > 0)
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      if (j < 6) {
+        aff[6 * r + j] = Lc[r];
+        keep[6 * r + j] = Lc[r];
+      } else {
+        aff[36 + r] = Lc[r];
+      }
+    }
+  return bad;
+}
+
+// Riccati maps by a group: F1 after F2 into out (cfd_abs_riccati_compose): A = 1 + P02 G1 reduced
+// by Gauss-Jordan with partial pivoting, lane j carrying column j of A, of Z = A^-1 P02 and of
+// Y = A^-1 Phi2 (the pivot column passed round through shared memory), then
+//   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y.
+// Every lane of the warp calls it (active: this group composes). Returns nonzero on a zero pivot.
+__device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out, int j,
+                                 bool active, double* sm) {
+  const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
+  const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
+  bool lane = active && j < 6;
+  double a[6], z[6], y[6];
+  int bad = 0;
+  if (lane) {
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      double s = r == j ? 1.0 : 0.0;
+#pragma unroll
+      for (int k = 0; k < 6; k++) s += P02[6 * r + k] * G1[6 * k + j];
+      a[r] = s;
+      z[r] = P02[6 * r + j];
+      y[r] = Phi2[6 * r + j];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 6; k++) {
+    if (lane && j == k)
+#pragma unroll
+      for (int r = 0; r < 6; r++) sm[r] = a[r];
+    __syncwarp();
+    if (lane) {
+      double col[6];
+#pragma unroll
+      for (int r = 0; r < 6; r++) col[r] = sm[r];
+      int piv = k;
+      double big = fabs(col[k]);
+#pragma unroll
+      for (int r = k + 1; r < 6; r++)
+        if (fabs(col[r]) > big) big = fabs(col[r]), piv = r;
+#pragma unroll
+      for (int r = k + 1; r < 6; r++) {  // swap rows k and piv
+        bool sw = r == piv;
+        double t;
+        t = a[k]; a[k] = sw ? a[r] : a[k]; a[r] = sw ? t : a[r];
+        t = z[k]; z[k] = sw ? z[r] : z[k]; z[r] = sw ? t : z[r];
+        t = y[k]; y[k] = sw ? y[r] : y[k]; y[r] = sw ? t : y[r];
+        t = col[k]; col[k] = sw ? col[r] : col[k]; col[r] = sw ? t : col[r];
+      }
+      bad |= col[k] == 0;
+      double inv = 1 / col[k];
+      a[k] *= inv, z[k] *= inv, y[k] *= inv;
+#pragma unroll
+      for (int r = 0; r < 6; r++) {
+        if (r == k) continue;
+        double f = col[r];
+        a[r] -= f * a[k], z[r] -= f * z[k], y[r] -= f * y[k];
+      }
+    }
+    __syncwarp();
+  }
+  // T = Phi1 Z through shared memory (P0's product needs all its columns)
+  if (lane)
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      double t = 0;
+#pragma unroll
+      for (int k = 0; k < 6; k++) t += Phi1[6 * r + k] * z[k];
+      sm[6 * j + r] = t;
+    }
+  __syncwarp();
+  double pc[6], gc[6];  // columns j of P0 and G, symmetrised below
+  if (lane) {
+    double phi_j[6], gy[6];
+#pragma unroll
+    for (int k = 0; k < 6; k++) phi_j[k] = Phi1[6 * j + k];
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      double v = P01[6 * r + j], f = 0, g = 0;
+#pragma unroll
+      for (int k = 0; k < 6; k++) {
+        v += sm[6 * k + r] * phi_j[k];
+        f += Phi1[6 * r + k] * y[k];
+        g += G1[6 * r + k] * y[k];
+      }
+      pc[r] = v;
+      out[36 + 6 * r + j] = f;
+      gy[r] = g;
+    }
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      double v = G2[6 * r + j];
+#pragma unroll
+      for (int k = 0; k < 6; k++) v += Phi2[6 * k + r] * gy[k];
+      gc[r] = v;
+    }
+  }
+  __syncwarp();
+  if (lane)
+#pragma unroll
+    for (int r = 0; r < 6; r++) sm[6 * j + r] = pc[r], sm[36 + 6 * j + r] = gc[r];
+  __syncwarp();
+  if (lane)
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      out[6 * r + j] = 0.5 * (pc[r] + sm[6 * r + j]);
+      out[72 + 6 * r + j] = 0.5 * (gc[r] + sm[36 + 6 * r + j]);
+    }
+  __syncwarp();
+  return bad;
+}
+
+// Affine maps by a group: A1 after A2 into out, lane j < 6 a column of L1 L2, lane 6 L1 l2 + l1
+__device__ __forceinline__ void abs_lanes_affine(const double* A1, const double* A2, double* out,
+                                                 int j) {
+  if (j > 6) return;
+#pragma unroll
+  for (int r = 0; r < 6; r++) {
+    double s = j == 6 ? A1[36 + r] : 0;
+#pragma unroll
+    for (int k = 0; k < 6; k++) s += A1[6 * r + k] * (j == 6 ? A2[36 + k] : A2[6 * k + j]);
+    if (j == 6) out[36 + r] = s;
+    else out[6 * r + j] = s;
+  }
+}
+
+// One Hillis-Steele step (cfd_abs_scan_step) by the group of block b; every lane of the warp calls
+// it. Returns nonzero on a zero pivot.
+__device__ int abs_lanes_step(int kind, int b, int nb, int k, const double* in, double* out, int j,
+                              double* sm) {
+  int width = kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC
+                                                                              : CFD_ABS_AFF;
+  bool inward = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
+  int other = inward ? b + k : b - k;
+  bool pair = b < nb && other >= 0 && other < nb;
+  const double* mine = in + (long)width * b;
+  double* o = out + (long)width * b;
+  if (b < nb && !pair)
+    for (int w = j; w < width; w += ABS_GROUP) o[w] = mine[w];
+  const double* them = in + (long)width * (pair ? other : 0);
+  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati(mine, them, o, j, pair, sm);
+  if (!pair) return 0;
+  if (kind == CFD_ABS_SCAN_FK) {
+    if (j == 0) cfd_abs_fk_compose(mine, them, o);
+  } else {
+    abs_lanes_affine(mine, them, o, j);
+  }
+  return 0;
+}
+
+#endif  // CHAINFD_ABA_SCAN_LANES_CUH
