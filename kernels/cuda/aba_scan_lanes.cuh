@@ -18,7 +18,7 @@
 #include "aba_scan.h"
 
 #define ABS_GROUP 8       // lanes per block of links
-#define ABS_SHARED 84     // doubles of shared memory per group
+#define ABS_SHARED 300    // doubles of shared memory per group: scratch 84, two maps 216
 
 // e_j as a twist or wrench (j < 6), else zero
 __device__ __forceinline__ void abs_unit(int j, double e[6]) {
@@ -264,8 +264,14 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 // Y = A^-1 Phi2 (the pivot column passed round through shared memory), then
 //   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y.
 // Every lane of the warp calls it (active: this group composes). Returns nonzero on a zero pivot.
-__device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out, int j,
+__device__ int abs_lanes_riccati(const double* F1g, const double* F2g, double* out, int j,
                                  bool active, double* sm) {
+  // both maps into shared memory first: one trip to L2 instead of one per product
+  double* F1 = sm + 84;
+  double* F2 = F1 + CFD_ABS_RIC;
+  if (active)
+    for (int w = j; w < CFD_ABS_RIC; w += ABS_GROUP) F1[w] = F1g[w], F2[w] = F2g[w];
+  __syncwarp();
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
   const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
   bool lane = active && j < 6;
@@ -370,9 +376,14 @@ __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out
 }
 
 // Affine maps by a group: A1 after A2 into out, lane j < 6 a column of L1 L2, lane 6 L1 l2 + l1
-__device__ __forceinline__ void abs_lanes_affine(const double* A1, const double* A2, double* out,
-                                                 int j) {
-  if (j > 6) return;
+__device__ __forceinline__ void abs_lanes_affine(const double* A1g, const double* A2g,
+                                                 double* out, int j, bool active, double* sm) {
+  double* A1 = sm + 84;  // both maps into shared memory first
+  double* A2 = A1 + CFD_ABS_AFF;
+  if (active)
+    for (int w = j; w < CFD_ABS_AFF; w += ABS_GROUP) A1[w] = A1g[w], A2[w] = A2g[w];
+  __syncwarp();
+  if (!active || j > 6) return;
 #pragma unroll
   for (int r = 0; r < 6; r++) {
     double s = j == 6 ? A1[36 + r] : 0;
@@ -398,11 +409,10 @@ __device__ int abs_lanes_step(int kind, int b, int nb, int k, const double* in, 
     for (int w = j; w < width; w += ABS_GROUP) o[w] = mine[w];
   const double* them = in + (long)width * (pair ? other : 0);
   if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati(mine, them, o, j, pair, sm);
-  if (!pair) return 0;
   if (kind == CFD_ABS_SCAN_FK) {
-    if (j == 0) cfd_abs_fk_compose(mine, them, o);
+    if (pair && j == 0) cfd_abs_fk_compose(mine, them, o);
   } else {
-    abs_lanes_affine(mine, them, o, j);
+    abs_lanes_affine(mine, them, o, j, pair, sm);
   }
   return 0;
 }
