@@ -435,10 +435,16 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
     if (s.m) emit("abia_scan", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);
     for (int B = 1; B <= 64; B *= 8) {
-      for (int l = -2; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
+      for (int l = -3; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
         char who[96];
         gpu_meas gm;
-        if (l == -2) {  // what cuda.abia chooses, and CFA
+        if (l == -3) {  // the kernel chosen before the scan's (lanes in link frames), past 256 links
+          if (n <= 256) continue;
+          cfd_gpu_abia_variant = 4;
+          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+          cfd_gpu_abia_variant = 0;
+          snprintf(who, sizeof who, "cuda.abia[lanes]");
+        } else if (l == -2) {  // what cuda.abia chooses, and CFA
           gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
           snprintf(who, sizeof who, "cuda.abia");
         } else if (l == -1) {
