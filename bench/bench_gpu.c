@@ -434,11 +434,27 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
     double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
     if (s.m) emit("abia_scan", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);
-    for (int B = 1; B <= 64; B *= 8) {
-      for (int l = -3; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
+    for (int B = 1; B <= 512; B *= 8) {
+      for (int l = -4; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
         char who[96];
         gpu_meas gm;
-        if (l == -3) {  // the kernel chosen before the scan's (lanes in link frames), past 256 links
+        if (l == -4) {  // 32 groups of lanes per thread block instead of 16
+          cfd_gpu_abia_variant = 10;
+          cfd_gpu_abia_scan_groups = 32;
+          cfd_gpu_abia_scan_profile = B == 1;
+          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+          cfd_gpu_abia_variant = 0;
+          cfd_gpu_abia_scan_groups = 0;
+          cfd_gpu_abia_scan_profile = 0;
+          snprintf(who, sizeof who, "cuda.abia[scan,0,32/block]");
+          if (gm.ok && B == 1) {
+            double ph[16];
+            int np = cfd_gpu_abia_scan_phases(ph, 16);
+            printf("  %-28s phases (us):", who);
+            for (int k = 0; k < np && k < 7; k++) printf(" %.1f", ph[k]);
+            printf("\n");
+          }
+        } else if (l == -3) {  // the kernel chosen before the scan's (lanes in link frames), past 256 links
           if (n <= 256) continue;
           cfd_gpu_abia_variant = 4;
           gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);

@@ -399,6 +399,45 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
   return bad;
 }
 
+// What the bias and acceleration sweeps read of link i: its pose, screw, U_i, d_i, S^T bias (then
+// u_i), one 6-vector (vec: off_i or c_i) and tau_i. Loaded a link ahead of its use, so that on a
+// GPU the next link's loads are in flight while this link's arithmetic runs (each sweep is a
+// chain of dependent steps, and a load from L2 costs as much as a step).
+typedef struct {
+  double R[9], p[3], S[6], U[6], v[6], d, sb, tau;
+} cfd_abs_rec;
+
+CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, int vec,
+                         const double* tau, cfd_abs_rec* r) {
+  const double* L = links + CFD_ABS_LINK * (long)i;
+  for (int k = 0; k < 9; k++) r->R[k] = L[ABS_R + k];
+  for (int k = 0; k < 3; k++) r->p[k] = L[ABS_P + k];
+  for (int k = 0; k < 6; k++)
+    r->S[k] = c->screw[6 * i + k], r->U[k] = L[ABS_U + k], r->v[k] = L[vec + k];
+  r->d = L[ABS_D];
+  r->sb = L[ABS_SB];
+  r->tau = tau ? tau[i] : 0;
+}
+
+// The forward sweep from the acceleration a of link s - 1 to that of link e - 1 (qacc: where
+// each link's qdd goes, or NULL)
+CFD_HD void cfd_abs_forward(const cfd_chain* c, int s, int e, const double* links, double a[6],
+                            double* qacc) {
+  cfd_abs_rec cur, next;
+  if (s >= e) return;
+  cfd_abs_load(c, links, s, ABS_C, NULL, &cur);
+  for (int i = s; i < e; i++) {
+    cfd_abs_load(c, links, i + 1 < e ? i + 1 : i, ABS_C, NULL, &next);  // (the last: itself)
+    double ai[6];
+    cfd_twist_to_child(cur.R, cur.p, a, ai);
+    for (int k = 0; k < 6; k++) ai[k] += cur.v[k];
+    double qa = (cur.sb - cfd_dot6(cur.U, ai)) / cur.d;
+    if (qacc) qacc[i] = qa;
+    for (int k = 0; k < 6; k++) a[k] = ai[k] + cur.S[k] * qa;
+    cur = next;
+  }
+}
+
 // 3. With the bias force handed in (tin; NULL: none), the block's u_i, and its acceleration map
 // (acc: L^T from keep, m = a_{e-1} from a_{s-1} = 0; the first block's from the base
 // acceleration, with no linear part).
@@ -406,27 +445,21 @@ CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* t
                                const double* tin, double* links, const double* keep, double* acc) {
   double t[6], a[6];
   for (int k = 0; k < 6; k++) t[k] = tin ? tin[k] : 0;
+  cfd_abs_rec cur, next;
+  cfd_abs_load(c, links, e > s ? e - 1 : s, ABS_OFF, tau, &cur);  // (s < e: every caller)
   for (int i = e - 1; i >= s; i--) {
-    double* L = links + CFD_ABS_LINK * (long)i;
-    const double *S = c->screw + 6 * i, *U = L + ABS_U;
-    double St = cfd_dot6(S, t), col[6];
-    L[ABS_SB] = tau[i] - L[ABS_SB] - St;  // u_i
-    for (int k = 0; k < 6; k++) col[k] = t[k] - U[k] * St / L[ABS_D];
-    cfd_wrench_to_parent(L + ABS_R, L + ABS_P, col, t);
-    for (int k = 0; k < 6; k++) t[k] += L[ABS_OFF + k];
+    cfd_abs_load(c, links, i > s ? i - 1 : i, ABS_OFF, tau, &next);
+    double St = cfd_dot6(cur.S, t), col[6];
+    links[CFD_ABS_LINK * (long)i + ABS_SB] = cur.tau - cur.sb - St;  // u_i
+    for (int k = 0; k < 6; k++) col[k] = t[k] - cur.U[k] * St / cur.d;
+    cfd_wrench_to_parent(cur.R, cur.p, col, t);
+    for (int k = 0; k < 6; k++) t[k] += cur.v[k];
+    cur = next;
   }
   for (int k = 0; k < 6; k++) a[k] = 0;
   if (s == 0)
     for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
-  for (int i = s; i < e; i++) {
-    const double* L = links + CFD_ABS_LINK * (long)i;
-    const double* S = c->screw + 6 * i;
-    double ai[6];
-    cfd_twist_to_child(L + ABS_R, L + ABS_P, a, ai);
-    for (int k = 0; k < 6; k++) ai[k] += L[ABS_C + k];
-    double qa = (L[ABS_SB] - cfd_dot6(L + ABS_U, ai)) / L[ABS_D];
-    for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
-  }
+  cfd_abs_forward(c, s, e, links, a, NULL);
   for (int r = 0; r < 6; r++)
     for (int k = 0; k < 6; k++) acc[6 * r + k] = s == 0 ? 0 : keep[6 * k + r];
   for (int k = 0; k < 6; k++) acc[36 + k] = a[k];
@@ -438,16 +471,7 @@ CFD_HD void cfd_abs_block_qacc(const cfd_chain* c, int s, int e, const double* a
   double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
   if (ain)
     for (int k = 0; k < 6; k++) a[k] = ain[k];
-  for (int i = s; i < e; i++) {
-    const double* L = links + CFD_ABS_LINK * (long)i;
-    const double* S = c->screw + 6 * i;
-    double ai[6];
-    cfd_twist_to_child(L + ABS_R, L + ABS_P, a, ai);
-    for (int k = 0; k < 6; k++) ai[k] += L[ABS_C + k];
-    double qa = (L[ABS_SB] - cfd_dot6(L + ABS_U, ai)) / L[ABS_D];
-    qacc[i] = qa;
-    for (int k = 0; k < 6; k++) a[k] = ai[k] + S[k] * qa;
-  }
+  cfd_abs_forward(c, s, e, links, a, qacc);
 }
 
 #endif  // CHAINFD_ABA_SCAN_H

@@ -280,7 +280,7 @@ static void test_abia_scan(int quick) {
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
     for (int j = 0; j < 5 && g; j++) {
       int L = lengths[j];
-      if (n > 1000 && L > 0 && L < 32) continue;  // fewer than 256 blocks: raised to n / 256
+      if (n > 1000 && L > 0 && L < 32) continue;  // raised to n / 256 or n / 512 anyway
       cfd_gpu_abia_variant = 10;
       cfd_gpu_abia_scan_links = L;
       for (int i = 0; i < B * n; i++) got[i] = NAN;
@@ -294,9 +294,10 @@ static void test_abia_scan(int quick) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
         if (!(eb <= e)) e = eb;
       }
-      // the twin with the kernel's block length (its choice: 4, or n / 256 past 1024 links)
-      int Lt = L ? L : 4;
-      if (Lt < (n + 255) / 256) Lt = (n + 255) / 256;
+      // the twin with the kernel's block length (abia_scan.cu: 4 for a few chains, at least n /
+      // 256 blocks, n / 512 past 4096 links, on the H100's 16-block clusters)
+      int Lt = L ? L : 4, most = n > 4096 ? 512 : 256;
+      if (Lt < (n + most - 1) / most) Lt = (n + most - 1) / most;
       int ts = cfd_fd_abia_scan_cpu(&c, Lt, q, qd, tau, ex, twin, work);
       double et = cfd_rel_err_inf(got, twin, n);
       printf("%-44s n=%-5d cuda.abia[scan, blocks of %d] B=%d max_rel_err=%.2e twin_err=%.2e "

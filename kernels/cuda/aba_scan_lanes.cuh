@@ -48,6 +48,31 @@ __device__ __forceinline__ int abs_warp_len(int len) {
   return (int)__reduce_max_sync(0xffffffffu, (unsigned)len);
 }
 
+// What a lane reads of link i in the lanes' sweeps: pose, screw, column j of J_i, d_i (armature +
+// extra), and (the inertias' sweep) c_i and the rigid-body bias. Loaded a link ahead (as
+// cfd_abs_load): the next link's loads are in flight while this link's steps run.
+struct abs_lane_rec {
+  double R[9], p[3], S[6], J[6], d, c[6], pb[6];
+};
+
+__device__ __forceinline__ void abs_lane_load(const cfd_chain& c, const double* links,
+                                              const double* extra, int i, int j, bool vecs,
+                                              abs_lane_rec& r) {
+  const double* L = links + CFD_ABS_LINK * (long)i;
+  int col = j < 6 ? j : 0;
+#pragma unroll
+  for (int k = 0; k < 9; k++) r.R[k] = L[ABS_R + k];
+#pragma unroll
+  for (int k = 0; k < 3; k++) r.p[k] = L[ABS_P + k];
+#pragma unroll
+  for (int k = 0; k < 6; k++) {
+    r.S[k] = c.screw[6 * i + k];
+    r.J[k] = c.inertia[36 * i + 6 * k + col];  // column j = row j
+    if (vecs) r.c[k] = L[ABS_C + k], r.pb[k] = L[ABS_OFF + k];
+  }
+  r.d = c.armature[i] + (extra ? extra[i] : 0);
+}
+
 // 1. (aba_scan.h, cfd_abs_block_maps) poses, the velocity map and the Riccati map of block [s, e)
 // (len = e - s; 0: a group with no block). Returns nonzero when a D0 is not positive.
 __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const double* q,
@@ -62,10 +87,14 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
   if (j == 0 && len > 0) {  // the velocity map: cheap, on one lane
     double T[18], link[18], t[18];
     for (int k = 0; k < 18; k++) T[k] = (k == 0 || k == 4 || k == 8) ? 1.0 : 0.0;
+    double next[18];  // a link ahead, as abs_lane_load
+    for (int k = 0; k < 12; k++) next[k] = links[CFD_ABS_LINK * (long)s + k];
+    for (int k = 0; k < 6; k++) next[12 + k] = c.screw[6 * s + k] * qd[s];
     for (int i = s; i < e; i++) {
-      const double* L = links + CFD_ABS_LINK * (long)i;
-      for (int k = 0; k < 12; k++) link[k] = L[k];
-      for (int k = 0; k < 6; k++) link[12 + k] = c.screw[6 * i + k] * qd[i];
+      for (int k = 0; k < 18; k++) link[k] = next[k];
+      int in = i + 1 < e ? i + 1 : i;
+      for (int k = 0; k < 12; k++) next[k] = links[CFD_ABS_LINK * (long)in + k];
+      for (int k = 0; k < 6; k++) next[12 + k] = c.screw[6 * in + k] * qd[in];
       cfd_abs_fk_compose(link, T, t);
       for (int k = 0; k < 18; k++) T[k] = t[k];
     }
@@ -77,27 +106,21 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
 #pragma unroll
   for (int r = 0; r < 6; r++) P[r] = G[r] = 0;
   int bad = 0, steps = abs_warp_len(len);
+  abs_lane_rec cur, next;
+  abs_lane_load(c, links, extra, len > 0 ? e - 1 : s, j, false, cur);
   for (int t = 0; t < steps; t++) {
     bool on = t < len && j < 6;
-    int i = on ? e - 1 - t : s;
-    const double* L = links + CFD_ABS_LINK * (long)i;
-    const double* S = c.screw + 6 * i;
-    double R[9], p[3], Q[6], Sv[6];
-#pragma unroll
-    for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
-#pragma unroll
-    for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
-#pragma unroll
-    for (int k = 0; k < 6; k++) Sv[k] = S[k];
+    abs_lane_load(c, links, extra, t + 1 < len ? e - 2 - t : s, j, false, next);
+    double Q[6];
     double Uj = 0, gj = 0;
     if (on) {
       if (t > 0)  // the previous link's congruence, symmetrised
 #pragma unroll
         for (int r = 0; r < 6; r++) P[r] = 0.5 * (P[r] + sm[48 + 6 * r + j]);
 #pragma unroll
-      for (int r = 0; r < 6; r++) Q[r] = c.inertia[36 * i + 6 * r + j] + P[r];  // Q0 = J_i + P0
+      for (int r = 0; r < 6; r++) Q[r] = cur.J[r] + P[r];  // Q0 = J_i + P0
 #pragma unroll
-      for (int r = 0; r < 6; r++) Uj += Q[r] * Sv[r], gj += Phi[r] * Sv[r];
+      for (int r = 0; r < 6; r++) Uj += Q[r] * cur.S[r], gj += Phi[r] * cur.S[r];
       sm[j] = Uj;
       sm[6 + j] = gj;
     }
@@ -106,7 +129,7 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
       double U[6], g[6];
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r], g[r] = sm[6 + r];
-      double D = cfd_dot6(Sv, U) + c.armature[i] + (extra ? extra[i] : 0);
+      double D = cfd_dot6(cur.S, U) + cur.d;
       bad |= !(D > 0);
       double inv = 1 / D;
 #pragma unroll
@@ -119,15 +142,16 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
     }
     __syncwarp();
     if (on) {
-      abs_congruence_col(R, p, sm + 12, j, P);
+      abs_congruence_col(cur.R, cur.p, sm + 12, j, P);
 #pragma unroll
       for (int r = 0; r < 6; r++) sm[48 + 6 * j + r] = P[r];
       double t6[6];
-      cfd_wrench_to_parent(R, p, Phi, t6);
+      cfd_wrench_to_parent(cur.R, cur.p, Phi, t6);
 #pragma unroll
       for (int r = 0; r < 6; r++) Phi[r] = t6[r];
     }
     __syncwarp();
+    cur = next;
   }
   if (j < 6 && len > 0)
 #pragma unroll
@@ -150,13 +174,19 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
   if (j == 0 && len > 0) {  // velocities, c_i and the rigid-body bias: cheap, on one lane
     double V[6];
     for (int k = 0; k < 6; k++) V[k] = Vin ? Vin[k] : 0;
+    double nx[18], cu[18];  // R, p, S qd: a link ahead, as abs_lane_load
+    for (int k = 0; k < 12; k++) nx[k] = links[CFD_ABS_LINK * (long)s + k];
+    for (int k = 0; k < 6; k++) nx[12 + k] = c.screw[6 * s + k] * qd[s];
     for (int i = s; i < e; i++) {
+      int in = i + 1 < e ? i + 1 : i;
+      for (int k = 0; k < 18; k++) cu[k] = nx[k];
+      for (int k = 0; k < 12; k++) nx[k] = links[CFD_ABS_LINK * (long)in + k];
+      for (int k = 0; k < 6; k++) nx[12 + k] = c.screw[6 * in + k] * qd[in];
       double* L = links + CFD_ABS_LINK * (long)i;
-      const double* S = c.screw + 6 * i;
-      double Vc[6], Sqd[6], JV[6];
-      cfd_twist_to_child(L + ABS_R, L + ABS_P, V, Vc);
-      for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
-      cfd_ad(V, Sqd, L + ABS_C);
+      double Vc[6], JV[6];
+      cfd_twist_to_child(cu, cu + 9, V, Vc);
+      for (int k = 0; k < 6; k++) V[k] = Vc[k] + cu[12 + k];
+      cfd_ad(V, cu + 12, L + ABS_C);
       cfd_mat6_vec(c.inertia + 36 * i, V, JV);
       cfd_neg_adstar(V, JV, L + ABS_OFF);
     }
@@ -170,27 +200,23 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
     Lc[r] = r == j ? 1.0 : 0.0;
   }
   int bad = 0, steps = abs_warp_len(len);
+  abs_lane_rec cur, next;
+  abs_lane_load(c, links, extra, len > 0 ? e - 1 : s, j, true, cur);
   for (int t = 0; t < steps; t++) {
     bool on = t < len;
     int i = on ? e - 1 - t : s;
     double* L = links + CFD_ABS_LINK * (long)i;
-    const double* S = c.screw + 6 * i;
-    double R[9], p[3], Sv[6], Q[6], ci[6];
-#pragma unroll
-    for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
-#pragma unroll
-    for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
-#pragma unroll
-    for (int k = 0; k < 6; k++) Sv[k] = S[k], ci[k] = L[ABS_C + k];
+    abs_lane_load(c, links, extra, t + 1 < len ? e - 2 - t : s, j, true, next);
+    double Q[6];
     double Uj = 0;
     if (on && j < 6) {
       if (t > 0)  // the previous link's congruence, symmetrised
 #pragma unroll
         for (int r = 0; r < 6; r++) C[r] = 0.5 * (C[r] + sm[48 + 6 * r + j]);
 #pragma unroll
-      for (int r = 0; r < 6; r++) Q[r] = c.inertia[36 * i + 6 * r + j] + C[r];
+      for (int r = 0; r < 6; r++) Q[r] = cur.J[r] + C[r];
 #pragma unroll
-      for (int r = 0; r < 6; r++) Uj += Q[r] * Sv[r];
+      for (int r = 0; r < 6; r++) Uj += Q[r] * cur.S[r];
       sm[j] = Uj;
     }
     __syncwarp();
@@ -198,7 +224,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
     if (on) {
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r];
-      D = cfd_dot6(Sv, U) + c.armature[i] + (extra ? extra[i] : 0);
+      D = cfd_dot6(cur.S, U) + cur.d;
       bad |= !(D > 0);
       inv = 1 / D;
       if (j < 6) {
@@ -206,7 +232,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 #pragma unroll
         for (int r = 0; r < 6; r++) {
           Q[r] -= U[r] * Uj * inv;
-          h += Q[r] * ci[r];
+          h += Q[r] * cur.c[r];
           sm[12 + 6 * j + r] = Q[r];
         }
         sm[6 + j] = h;
@@ -216,24 +242,22 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
     double off[6], Spb = 0;
     if (on) {
       // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D), the same on every lane
-      double pb[6], h[6];
-#pragma unroll
-      for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k];
-      Spb = cfd_dot6(Sv, pb);
+      double h[6];
+      Spb = cfd_dot6(cur.S, cur.pb);
       double su = (tau[i] - Spb) * inv;
 #pragma unroll
-      for (int k = 0; k < 6; k++) h[k] = sm[6 + k] + pb[k] + U[k] * su;
-      cfd_wrench_to_parent(R, p, h, off);
+      for (int k = 0; k < 6; k++) h[k] = sm[6 + k] + cur.pb[k] + U[k] * su;
+      cfd_wrench_to_parent(cur.R, cur.p, h, off);
       // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): a column per lane
-      double Sc = cfd_dot6(Sv, Lc), col[6];
+      double Sc = cfd_dot6(cur.S, Lc), col[6];
 #pragma unroll
       for (int r = 0; r < 6; r++) col[r] = Lc[r] - U[r] * Sc * inv;
-      cfd_wrench_to_parent(R, p, col, Lc);
+      cfd_wrench_to_parent(cur.R, cur.p, col, Lc);
       if (j == 6)
 #pragma unroll
         for (int r = 0; r < 6; r++) Lc[r] += off[r];
       if (j < 6) {
-        abs_congruence_col(R, p, sm + 12, j, C);
+        abs_congruence_col(cur.R, cur.p, sm + 12, j, C);
 #pragma unroll
         for (int r = 0; r < 6; r++) sm[48 + 6 * j + r] = C[r];
       }
@@ -245,6 +269,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
       L[ABS_D] = D;
       L[ABS_SB] = Spb;
     }
+    cur = next;
   }
   if (j < 7 && len > 0)
 #pragma unroll

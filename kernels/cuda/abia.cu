@@ -210,9 +210,11 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
   if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
 }
 
-// Longer chains, one or a few: scans over blocks of links (abia_scan.cu), a thread block per
-// instance.
-#define ABIA_SCAN_MAX_B 64
+// Longer chains, one or a few hundred: scans over blocks of links (abia_scan.cu), up to 16
+// thread blocks per instance. On the H100 (bench --only scan, h100_abia_scan.txt), against the
+// 8 lanes in link frames: 1023 links B = 1 104 against 2614 us, B = 512 2455 against 4531;
+// 16,384 links B = 1 341 against 50,154.
+#define ABIA_SCAN_MAX_B 512
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,

@@ -18,11 +18,11 @@ namespace cg = cooperative_groups;
 // 16 groups (128 threads) per thread block, so that a thread may keep 255 registers (with 64
 // groups on one SM they spilled, and the SM's double-precision units were the limit); up to 16
 // blocks per cluster: up to 256 blocks of links, longer chains get longer blocks.
-#define ABS_CTA_GROUPS 16
-#define ABS_MAX_BLOCKS (ABS_CTA_GROUPS * CFD_MAX_CLUSTER)
+#define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_abia_scan_groups)
 #define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
 
 int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS, or n / 256 past 1024
+int cfd_gpu_abia_scan_groups = 0;  // gpu_tuning.h: 0 = 16 groups per thread block
 int cfd_gpu_abia_scan_profile = 0;
 __device__ unsigned long long abs_marks[64];
 
@@ -141,6 +141,9 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   cudaError_t e = cudaSuccess;
   if (!g->scan_max_cluster) {  // once: the largest cluster the device schedules (16 needs a GPC)
     e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (!e)  // past 48 KiB needs the opt-in: the largest layout's
+      e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)(sizeof(double) * ABS_SHARED * ABS_CTA_GROUPS));
     if (e) return e;
     int cl = CFD_MAX_CLUSTER;
     for (;; cl /= 2) {
@@ -155,8 +158,16 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     }
     g->scan_max_cluster = cl;
   }
-  int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links : ABS_DEFAULT_LINKS;
-  int most = ABS_CTA_GROUPS * g->scan_max_cluster, least = (n + most - 1) / most;
+  // groups per thread block (whole warps): 16, or 32 past 4096 links, where halving the blocks'
+  // length gains more than the SM's 8 warps lose (16,384 links: 341 against 431 us)
+  int G = cfd_gpu_abia_scan_groups > 0 && cfd_gpu_abia_scan_groups <= ABS_CTA_GROUPS
+              ? cfd_gpu_abia_scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
+  if (G < 4) G = 4;
+  // links per block: 4 for one chain or a few, 8 from 32 chains on (B = 64, 1023 links: 413
+  // against 614 us; fewer groups, less contention for the SMs)
+  int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links
+          : B >= 32 ? 2 * ABS_DEFAULT_LINKS : ABS_DEFAULT_LINKS;
+  int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;
   if (m != g->scan_links) {  // the partition, once per block length (the stream is idle first:
     int* starts = (int*)malloc(sizeof(int) * (n + 1));  // an earlier launch may still read it)
@@ -181,7 +192,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     g->scan_doubles = (size_t)stride * B;
   }
   // the fewest thread blocks that give each block of links a group, whole warps each
-  int CL = (nb + ABS_CTA_GROUPS - 1) / ABS_CTA_GROUPS;
+  int CL = (nb + G - 1) / G;
   int groups = ((nb + CL - 1) / CL + 3) / 4 * 4;
   attr[0].val.clusterDim.x = CL;
   cfg.gridDim = dim3((unsigned)(CL * (long)B));

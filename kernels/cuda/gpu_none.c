@@ -14,6 +14,7 @@ int cfd_gpu_cfa_profile = 0;
 int cfd_gpu_abia_variant = 0;
 int cfd_gpu_abia_scan_links = 0;
 int cfd_gpu_abia_scan_profile = 0;
+int cfd_gpu_abia_scan_groups = 0;
 int cfd_gpu_abia_scan_phases(double* us, int max) { return 0; }
 int cfd_gpu_cfa_phases(double* us, int max) { return 0; }
 

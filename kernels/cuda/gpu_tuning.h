@@ -25,6 +25,8 @@ int cfd_gpu_cfa_phases(double* us, int max);
 extern int cfd_gpu_abia_variant;
 // The scan kernel's links per block (0: 4, or n / 256 past 1024 links: at most 256 blocks).
 extern int cfd_gpu_abia_scan_links;
+// The scan kernel's groups of 8 lanes (blocks of links) per thread block: 0 = 16, up to 32.
+extern int cfd_gpu_abia_scan_groups;
 // With cfd_gpu_abia_scan_profile set, the scan kernel records its phases' end times for its first
 // instance; cfd_gpu_abia_scan_phases gives the last launch's durations (us): maps, velocity and
 // Riccati scans, inertias, bias scan, bias, acceleration scan, accelerations.
