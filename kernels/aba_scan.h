@@ -1,5 +1,7 @@
-// aba_scan.h: the articulated-body algorithm for one long chain as scans over blocks of links,
-// written once for the CPU twin (cpu/abia_scan_cpu.c) and the GPU kernel (cuda/abia_scan.cu).
+// aba_scan.h: the articulated-body algorithm for one long chain as scans over blocks of links:
+// the CPU twin's steps (cpu/abia_scan_cpu.c), and what the GPU kernel (cuda/abia_scan.cu) shares
+// with it (the partition, the element layouts, the velocity composition, the bias and
+// acceleration sweeps); the GPU runs the 6x6 steps by a group of lanes (cuda/aba_scan_lanes.cuh).
 //
 // Each of the ABA's sweeps hands one value from link to link. Over a block of links [s, e) that
 // hand-over is a map of what the block receives, and maps of one kind compose into maps of the

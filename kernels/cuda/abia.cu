@@ -7,7 +7,8 @@
 // interleaved with its neighbours' (entry k of instance b at work[k * B + b]) so a warp's accesses
 // coalesce. Batches up to a few thousand: a group of lanes per instance (below): in world
 // coordinates, a link per lane, for chains up to 32 links; a warp in blocks of 32 links in world
-// coordinates up to 256 links; 8 lanes in link frames for longer ones.
+// coordinates up to 256 links; for longer ones, up to B = 512 scans over blocks of links, a
+// cluster of thread blocks per instance (abia_scan.cu), then 8 lanes in link frames.
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
@@ -212,8 +213,8 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
 
 // Longer chains, one or a few hundred: scans over blocks of links (abia_scan.cu), up to 16
 // thread blocks per instance. On the H100 (bench --only scan, h100_abia_scan.txt), against the
-// 8 lanes in link frames: 1023 links B = 1 104 against 2614 us, B = 512 2455 against 4531;
-// 16,384 links B = 1 341 against 50,154.
+// 8 lanes in link frames: 1023 links B = 1 115 against 2614 us, B = 64 404 against 2761, B =
+// 512 2339 against 4584; 16,384 links B = 1 326 against 49,600.
 #define ABIA_SCAN_MAX_B 512
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
 
