@@ -1,6 +1,6 @@
 // ABIA for one long chain (or a few) as scans over blocks of links (aba_scan.h; its CPU twin is
 // cpu/abia_scan_cpu.c, the same steps in the same order). A group of 8 lanes per block of links
-// (aba_scan_lanes.cuh), up to 16 groups per thread block and up to 16 thread blocks per chain in
+// (aba_scan_lanes.cuh), 16 groups per thread block (32 past 4096 links), up to 16 thread blocks per chain in
 // one cluster (16 SMs): each group runs its own links' sweeps, and what the blocks hand each other
 // (velocities, articulated inertias as Riccati maps, bias forces, accelerations) comes from
 // Hillis-Steele scans across the groups, ceil(log2 blocks) steps each, the maps in global memory
