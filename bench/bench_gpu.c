@@ -519,7 +519,7 @@ static void abia_variants(const char* arm, double budget) {
       for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++) {
         if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
         if (n > 32 && (kinds[v].v == 5 || kinds[v].v == 7)) continue;
-        if (kinds[v].v == 10 && B > 1024) continue;  // a thread block per instance: few only
+        if (kinds[v].v == 10 && B > 1024) continue;  // a cluster per instance: few only
         cfd_gpu_abia_variant = kinds[v].v;
         cfd_gpu_lanes_xch = kinds[v].xch;
         gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);

@@ -23,8 +23,13 @@
 // a block's map F(C) = P0 + Phi Y Phi^T (Y = C (1 + G C)^-1) is the Kalman update in information
 // form: with Q0 = J_i + P0, U0 = Q0 S, D0 = S^T U0 + d_i, g = Phi^T S,
 //   P0' = X^T (Q0 - U0 U0^T / D0) X,  Phi' = X^T (1 - U0 S^T / D0) Phi,  G' = G + g g^T / D0,
-// which needs D0 > 0: a block must not end in a link that moves freely about its own joint
-// (no inertia about S, no armature), which the partition sees to (cfd_abs_partition).
+// which needs D0 > 0. For a block's last link D0 = S^T J S + d_i, so a block must not end in a
+// link that moves freely about its own joint (no inertia about S, no armature: MuJoCo's inner
+// links of multi-joint bodies), which the partition sees to (cfd_abs_partition). Further in, D0
+// counts only the block's own links beyond: a massless link followed in its block by links whose
+// inertia leaves its axis free (a point mass on it, say) has D0 = 0 where the whole chain's pivot
+// is positive, and the scan refuses such a chain as singular (CFD_ERR_SINGULAR) where the
+// sequential sweeps would not.
 //
 // Scratch per chain (doubles): CFD_ABS_LINK per link, CFD_ABS_BLOCK per block.
 #ifndef CHAINFD_ABA_SCAN_H
@@ -90,7 +95,7 @@ CFD_HD void cfd_abs_affine_compose(const double* CFD_RESTRICT A1, const double* 
 
 // LU factors of a 6x6 A in place, with partial pivoting: piv[k] is the row swapped with row k at
 // step k, the diagonal holds the pivots' reciprocals. Every loop unrolled and the swaps as selects,
-// so that a GPU keeps A in registers. Returns nonzero on a zero pivot.
+// so that the code is straight-line. Returns nonzero on a zero pivot.
 CFD_HD int cfd_lu6_factor(double* CFD_RESTRICT A, int piv[6]) {
   CFD_UNROLL for (int k = 0; k < 6; k++) {
     int pk = k;
@@ -146,7 +151,7 @@ CFD_HD void cfd_lu6_solve(const double* CFD_RESTRICT A, const int piv[6], double
 // no negative eigenvalue), Z = A^-1 P02 and Y = A^-1 Phi2:
 //   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y
 // P0 and G from their upper triangles (symmetric). In an order that keeps few 6x6 matrices live
-// at once (a GPU thread: A and one of Z, Y and G's sum). Returns nonzero on a zero pivot.
+// at once (A and one of Z, Y and G's sum). Returns nonzero on a zero pivot.
 CFD_HD int cfd_abs_riccati_compose(const double* CFD_RESTRICT F1, const double* CFD_RESTRICT F2,
                                    double* CFD_RESTRICT out) {
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
@@ -218,7 +223,7 @@ CFD_HD int cfd_abs_scan_step(int kind, int b, int nb, int k, const double* CFD_R
   switch (kind) {
     case CFD_ABS_SCAN_FK: cfd_abs_fk_compose(mine, them, o); return 0;
     case CFD_ABS_SCAN_RIC: return cfd_abs_riccati_compose(mine, them, o);
-    default: cfd_abs_affine_compose(mine, them, o); return 0;  // the nearer-the-base one is mine
+    default: cfd_abs_affine_compose(mine, them, o); return 0;  // mine applied last
   }
 }
 

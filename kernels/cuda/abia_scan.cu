@@ -16,12 +16,15 @@
 namespace cg = cooperative_groups;
 
 // 16 groups (128 threads) per thread block, so that a thread may keep 255 registers (with 64
-// groups on one SM they spilled, and the SM's double-precision units were the limit); up to 16
-// blocks per cluster: up to 256 blocks of links, longer chains get longer blocks.
+// groups on one SM they spilled, and the SM's double-precision units were the limit), 32 past
+// 4096 links; up to 16 thread blocks per cluster: up to 256 blocks of links (512 past 4096
+// links), longer chains get longer blocks.
 #define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_abia_scan_groups)
 #define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
+#define ABS_WORK_BUDGET ((size_t)4 << 30)  // bytes of scratch per launch (as gpu.cu's batches)
 
-int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h: 0 = ABS_DEFAULT_LINKS, or n / 256 past 1024
+int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
+int cfd_gpu_abia_scan_chosen = 0;
 int cfd_gpu_abia_scan_groups = 0;  // gpu_tuning.h: 0 = 16 groups per thread block
 int cfd_gpu_abia_scan_profile = 0;
 __device__ unsigned long long abs_marks[64];
@@ -169,36 +172,47 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
           : B >= 32 ? 2 * ABS_DEFAULT_LINKS : ABS_DEFAULT_LINKS;
   int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;
-  if (m != g->scan_links) {  // the partition, once per block length (the stream is idle first:
-    int* starts = (int*)malloc(sizeof(int) * (n + 1));  // an earlier launch may still read it)
+  if (m != g->scan_links) {  // the partition, once per block length, in stream order (an earlier
+    int* starts = (int*)malloc(sizeof(int) * (n + 1));  // launch may still read the old one)
     if (!starts) return cudaErrorMemoryAllocation;
     int nb = cfd_abs_partition(g->scan_can_end, n, m, starts);
-    e = cudaStreamSynchronize(g->stream);
-    if (!e) e = cudaMemcpy(g->scan_starts, starts, sizeof(int) * (n + 1), cudaMemcpyHostToDevice);
+    // (from pageable memory the call returns once starts is staged: it may be freed then)
+    e = cudaMemcpyAsync(g->scan_starts, starts, sizeof(int) * (n + 1), cudaMemcpyHostToDevice,
+                        g->stream);
     free(starts);
     if (e) return e;
     g->scan_links = m;
     g->scan_nb = nb;
   }
+  cfd_gpu_abia_scan_chosen = m;
   int nb = g->scan_nb;
   long stride = (long)CFD_ABS_LINK * n + (long)CFD_ABS_BLOCK * nb;
-  if ((size_t)stride * B > g->scan_doubles) {
+  // instances per launch: the scratch of a chunk within ABS_WORK_BUDGET (a huge forced batch runs
+  // in chunks rather than failing to allocate)
+  long chunk = (long)(ABS_WORK_BUDGET / (sizeof(double) * (size_t)stride));
+  if (chunk < 1) chunk = 1;
+  if (chunk > B) chunk = B;
+  if ((size_t)stride * chunk > g->scan_doubles) {
     e = cudaStreamSynchronize(g->stream);
     if (!e) e = cudaFree(g->scan_work);
     g->scan_work = NULL;
     g->scan_doubles = 0;
-    if (!e) e = cudaMalloc(&g->scan_work, sizeof(double) * (size_t)stride * B);
+    if (!e) e = cudaMalloc(&g->scan_work, sizeof(double) * (size_t)stride * chunk);
     if (e) return e;
-    g->scan_doubles = (size_t)stride * B;
+    g->scan_doubles = (size_t)stride * chunk;
   }
   // the fewest thread blocks that give each block of links a group, whole warps each
   int CL = (nb + G - 1) / G;
   int groups = ((nb + CL - 1) / CL + 3) / 4 * 4;
   attr[0].val.clusterDim.x = CL;
-  cfg.gridDim = dim3((unsigned)(CL * (long)B));
   cfg.blockDim = dim3(ABS_GROUP * groups);
   cfg.dynamicSmemBytes = sizeof(double) * ABS_SHARED * groups;
-  return cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, (const int*)g->scan_starts, nb, q,
-                            qd, tau, extra, qacc, g->scan_work, stride, error,
-                            cfd_gpu_abia_scan_profile);
+  for (long b0 = 0; b0 < B && !e; b0 += chunk) {
+    long nc = B - b0 < chunk ? B - b0 : chunk, o = b0 * n;
+    cfg.gridDim = dim3((unsigned)(CL * nc));
+    e = cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, (const int*)g->scan_starts, nb,
+                           q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
+                           g->scan_work, stride, error, cfd_gpu_abia_scan_profile);
+  }
+  return e;
 }

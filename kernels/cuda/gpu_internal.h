@@ -64,7 +64,8 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
                                     const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
-// ABIA as scans over blocks of links, a thread block per instance (abia_scan.cu)
+// ABIA as scans over blocks of links, a cluster of up to 16 thread blocks per instance
+// (abia_scan.cu)
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
                                      const double* tau, const double* extra, double* qacc,
                                      int* error);

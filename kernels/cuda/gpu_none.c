@@ -15,6 +15,7 @@ int cfd_gpu_abia_variant = 0;
 int cfd_gpu_abia_scan_links = 0;
 int cfd_gpu_abia_scan_profile = 0;
 int cfd_gpu_abia_scan_groups = 0;
+int cfd_gpu_abia_scan_chosen = 0;
 int cfd_gpu_abia_scan_phases(double* us, int max) { return 0; }
 int cfd_gpu_cfa_phases(double* us, int max) { return 0; }
 

@@ -20,12 +20,15 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // 6 world coordinates, global scratch; 7 world coordinates, a group of lanes per instance, a link
 // per lane (chains up to 32 links in joint frames, else 4); 8 world coordinates, a warp per
 // instance, blocks of 32 links (chains in joint frames, else 4); 9 the same with a warp per block
-// (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 a thread
-// block per instance, scans over blocks of links (abia_scan.cu).
+// (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 scans over
+// blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu).
 extern int cfd_gpu_abia_variant;
-// The scan kernel's links per block (0: 4, or n / 256 past 1024 links: at most 256 blocks).
+// The scan kernel's links per block (0: 4 for up to 31 instances, 8 from 32; raised so that there
+// are at most 256 blocks, 512 past 4096 links). cfd_gpu_abia_scan_chosen: the last launch's.
 extern int cfd_gpu_abia_scan_links;
-// The scan kernel's groups of 8 lanes (blocks of links) per thread block: 0 = 16, up to 32.
+extern int cfd_gpu_abia_scan_chosen;
+// The scan kernel's groups of 8 lanes (blocks of links) per thread block: 0 = 16 (32 past 4096
+// links), up to 32.
 extern int cfd_gpu_abia_scan_groups;
 // With cfd_gpu_abia_scan_profile set, the scan kernel records its phases' end times for its first
 // instance; cfd_gpu_abia_scan_phases gives the last launch's durations (us): maps, velocity and
