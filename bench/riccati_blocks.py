@@ -1,4 +1,6 @@
-"""Numerical check of a parallel backward sweep for one long chain (an experiment, not a back end).
+"""Numerical check of a parallel backward sweep for one long chain: the experiment behind the scan
+ABA (kernels/aba_scan.h, cpu/abia_scan_cpu.c, cuda/abia_scan.cu), which builds each block's map link
+by link (a Kalman update in information form) rather than from M0 as below; same maps.
 
 The ABA's backward sweep carries the articulated inertia P from the tip to the base, one link at a
 time. Over a block of links the map from the inertia handed into the block to the one it hands on
