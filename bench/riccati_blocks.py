@@ -19,6 +19,8 @@ the block maps applied one after another, and the block maps composed as a balan
 order of a parallel scan); on chains with random hinge axes and on planar ones.
 
     .deps/venv/bin/python bench/riccati_blocks.py [N ...]     (default 1024 4096 16384)
+
+It then checks the element that carries the bias force as well (below, bias_forces).
 """
 import sys
 
@@ -143,6 +145,97 @@ def main():
               f"{float(np.abs(near - serial).max()) / size:.1e}  sequential double "
               f"{err(sequential(links, np.float64)):.1e}  block maps in turn {err(serial):.1e}  "
               f"as a tree {err(apply(tree(maps), np.zeros((6, 6)))):.1e}")
+
+    bias_forces(sizes, rng)
+
+
+# ---- the bias force in the same element (the next step for the scan ABA: one scan fewer) ----------
+#
+# Given the inertia C and bias force t handed into a block, the block hands on
+#     C' = P0 + Phi (1 + C G)^-1 C Phi^T,    t' = p0 + Phi (1 + C G)^-1 (t + C eta)
+# with two more block constants, p0 (t' for C = t = 0) and eta. Such elements compose like the
+# elements of the parallel Kalman filter (Sarkka and Garcia-Fernandez, 2021); F1 after F2:
+#     A = (1 + P02 G1)^-1, B = (1 + G1 P02)^-1
+#     P0 = P01 + Phi1 A P02 Phi1^T,  Phi = Phi1 A Phi2,  G = G2 + Phi2^T B G1 Phi2,
+#     p0 = p01 + Phi1 A (p02 + P02 eta1),  eta = eta2 + Phi2^T B (eta1 - G1 p02).
+# A block's element is built link by link from the tip (link i: J, S, d, pose X, rigid-body bias pb,
+# velocity-product acceleration c, joint force tau), with Q0 = J + P0, U0 = Q0 S,
+# D0 = S^T U0 + d, g = Phi^T S, h = pb + p0 + Q0 c:
+#     eta += Phi^T (c - S (S^T h - tau) / D0),  p0 = X^T (h - U0 (S^T h - tau) / D0),
+#     G += g g^T / D0,  Phi = X^T (Phi - U0 g^T / D0),  P0 = X^T (Q0 - U0 U0^T / D0) X.
+# Checked here against the sequential sweeps on chains where every fourth link is massless (a block
+# never ends after one) and every third has no armature.
+
+def chain_with_bias(n, rng):
+    links = []
+    for i in range(n):
+        A = rng.normal(size=(6, 6))
+        J = A @ A.T + 0.05 * np.eye(6) if i % 4 else np.zeros((6, 6))
+        axis = rng.normal(size=3)
+        X = motion_transform(rotation(axis / np.linalg.norm(axis), rng.uniform(-3, 3)).T,
+                             0.3 * rng.normal(size=3))
+        links.append(dict(J=J, S=rng.normal(size=6), d=0.0 if i % 3 == 0 else rng.uniform(0, 0.05),
+                          X=X, pb=rng.normal(size=6), c=rng.normal(size=6), tau=rng.normal()))
+    return links
+
+
+def sweep_with_bias(links):
+    C, t = np.zeros((6, 6)), np.zeros(6)
+    for L in reversed(links):
+        Q, q = L["J"] + C, L["pb"] + t
+        U = Q @ L["S"]
+        D = L["S"] @ U + L["d"]
+        u = L["tau"] - L["S"] @ q
+        Qa = Q - np.outer(U, U) / D
+        C, t = L["X"].T @ Qa @ L["X"], L["X"].T @ (q + Qa @ L["c"] + U * u / D)
+    return C, t
+
+
+def element(links):
+    P0, Phi, G, p0, eta = np.zeros((6, 6)), np.eye(6), np.zeros((6, 6)), np.zeros(6), np.zeros(6)
+    for L in reversed(links):
+        S, X = L["S"], L["X"]
+        Q0 = L["J"] + P0
+        U0 = Q0 @ S
+        D0 = S @ U0 + L["d"]
+        g = Phi.T @ S
+        h = L["pb"] + p0 + Q0 @ L["c"]
+        r = (S @ h - L["tau"]) / D0
+        eta = eta + Phi.T @ (L["c"] - S * r)
+        p0 = X.T @ (h - U0 * r)
+        G = G + np.outer(g, g) / D0
+        Phi = X.T @ (Phi - np.outer(U0, g) / D0)
+        P0 = X.T @ (Q0 - np.outer(U0, U0) / D0) @ X
+    return P0, Phi, G, p0, eta
+
+
+def compose5(E1, E2):
+    P01, Phi1, G1, p01, e1 = E1
+    P02, Phi2, G2, p02, e2 = E2
+    A = np.linalg.inv(np.eye(6) + P02 @ G1)
+    B = np.linalg.inv(np.eye(6) + G1 @ P02)
+    return (P01 + Phi1 @ A @ P02 @ Phi1.T, Phi1 @ A @ Phi2, G2 + Phi2.T @ B @ G1 @ Phi2,
+            p01 + Phi1 @ A @ (p02 + P02 @ e1), e2 + Phi2.T @ B @ (e1 - G1 @ p02))
+
+
+def bias_forces(sizes, rng):
+    print("\nwith the bias force in the element: base inertia and bias force against the sequential "
+          "sweeps (double), max |error| / max |value|")
+    for n in sizes:
+        links = chain_with_bias(n, rng)
+        C, t = sweep_with_bias(links)
+        starts = [0]
+        while starts[-1] < n:
+            e = min(starts[-1] + BLOCK, n)
+            while e < n and not links[e - 1]["J"].any() and links[e - 1]["d"] == 0:
+                e += 1
+            starts.append(e)
+        E = [element(links[starts[b]:starts[b + 1]]) for b in range(len(starts) - 1)]
+        while len(E) > 1:
+            E = [compose5(E[i], E[i + 1]) if i + 1 < len(E) else E[i] for i in range(0, len(E), 2)]
+        P0, _, _, p0, _ = E[0]
+        print(f"n={n:6d}  inertia {np.abs(P0 - C).max() / np.abs(C).max():.1e}  "
+              f"bias force {np.abs(p0 - t).max() / np.abs(t).max():.1e}")
 
 
 if __name__ == "__main__":
