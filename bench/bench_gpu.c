@@ -311,6 +311,15 @@ static void emit(const char* fig, const char* model, int n, int B, const char* w
 
 static const cfd_gpu_algorithm algs[4] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA, CFD_GPU_ABIA_F32};
 
+// One chain of n links for the one-chain sections: the generated MuJoCo model up to 1023 links
+// (MuJoCo 4.0's depth limit), past that a 1000-link chain's links repeated; spec: its label.
+static int one_chain_set(int n, char* spec, size_t size, model_set* s) {
+  snprintf(spec, size, "chain:%d,random=1,seed=1,armature=0.01", n);
+  if (n <= 1023) return make_set(spec, s, 1);
+  snprintf(spec, size, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+  return make_tiled_set(n, s);
+}
+
 static void fig2(int min_n, int max_n, double budget) {
   printf("\n== Fig. 2: one chain, time of one forward dynamics (us), B = 1 ==\n");
   printf("%6s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
@@ -318,10 +327,8 @@ static void fig2(int min_n, int max_n, double budget) {
   for (int n = 8; n <= max_n; n *= 2) {
     if (n < min_n) continue;
     char spec[128];
-    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
     model_set s;
-    if (n <= 1000 ? make_set(spec, &s, 1) : make_tiled_set(n, &s)) continue;
-    if (n > 1000) snprintf(spec, sizeof spec, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+    if (one_chain_set(n, spec, sizeof spec, &s)) continue;  // (powers of two: 1024 tiled)
     double tmj = 0;  // MuJoCo 4.0 does not compile trees deeper than 1023
     if (s.m) {
       tmj = mj_per_call(&s, 1, budget) * 1e6;
@@ -372,10 +379,8 @@ static void cfa_layouts(int min_n, int max_n, double budget) {
     if (n > max_n) break;
     if (n < min_n) continue;
     char spec[128];
-    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
     model_set s;
-    if (n <= 1023 ? make_set(spec, &s, 1) : make_tiled_set(n, &s)) continue;
-    if (n > 1023) snprintf(spec, sizeof spec, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+    if (one_chain_set(n, spec, sizeof spec, &s)) continue;
     double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
     if (s.m) emit("cfa_layout", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);
@@ -427,10 +432,8 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
     if (n > max_n) break;
     if (n < min_n) continue;
     char spec[128];
-    snprintf(spec, sizeof spec, "chain:%d,random=1,seed=1,armature=0.01", n);
     model_set s;
-    if (n <= 1023 ? make_set(spec, &s, 1) : make_tiled_set(n, &s)) continue;
-    if (n > 1023) snprintf(spec, sizeof spec, "tile(chain:1000,random=1,seed=1,armature=0.01):%d", n);
+    if (one_chain_set(n, spec, sizeof spec, &s)) continue;
     double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
     if (s.m) emit("abia_scan", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);

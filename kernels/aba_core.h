@@ -73,6 +73,17 @@ CFD_HD void cfd_inertia3_to_parent(const double R[9], const double p[3], const c
     }
 }
 
+// out = I x for an inertia in three blocks (the sweeps below write it inline, U = IA S)
+CFD_HD void cfd_inertia3_vec(const cfd_inertia3* I, const double x[6], double out[6]) {
+  double t1[3], t2[3];
+  cfd_rot(I->A, x, t1);
+  cfd_rot(I->B, x + 3, t2);
+  out[0] = t1[0] + t2[0]; out[1] = t1[1] + t2[1]; out[2] = t1[2] + t2[2];
+  cfd_rotT(I->B, x, t1);
+  cfd_rot(I->C, x + 3, t2);
+  out[3] = t1[0] + t2[0]; out[4] = t1[1] + t2[1]; out[5] = t1[2] + t2[2];
+}
+
 CFD_HD void cfd_inertia3_from(const double J[36], cfd_inertia3* I) {
   for (int r = 0; r < 3; r++)
     for (int c = 0; c < 3; c++) {

@@ -229,17 +229,6 @@ CFD_HD int cfd_abs_scan_step(int kind, int b, int nb, int k, const double* CFD_R
 
 // ---- a block's own sweeps -------------------------------------------------------------------------
 
-// An articulated inertia in three 3x3 blocks (aba_core.h) times a twist, and its U = Q S.
-CFD_HD void cfd_abs_inertia3_vec(const cfd_inertia3* Q, const double x[6], double out[6]) {
-  double t1[3], t2[3];
-  cfd_rot(Q->A, x, t1);
-  cfd_rot(Q->B, x + 3, t2);
-  out[0] = t1[0] + t2[0]; out[1] = t1[1] + t2[1]; out[2] = t1[2] + t2[2];
-  cfd_rotT(Q->B, x, t1);
-  cfd_rot(Q->C, x + 3, t2);
-  out[3] = t1[0] + t2[0]; out[4] = t1[1] + t2[1]; out[5] = t1[2] + t2[2];
-}
-
 // Q <- Q - U U^T / D, and Q + J (J dense)
 CFD_HD void cfd_abs_inertia3_downdate(cfd_inertia3* Q, const double U[6], double inv) {
   CFD_UNROLL for (int r = 0; r < 3; r++)
@@ -310,7 +299,7 @@ CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q,
     CFD_UNROLL for (int k = 0; k < 9; k++) R[k] = L[ABS_R + k];
     CFD_UNROLL for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
     cfd_abs_inertia3_add(&P, c->inertia + 36 * i);  // Q0 = J_i + P0
-    cfd_abs_inertia3_vec(&P, S, U);
+    cfd_inertia3_vec(&P, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
     bad |= !(D > 0);
     double inv = 1 / D;
@@ -369,14 +358,14 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
     CFD_UNROLL for (int k = 0; k < 3; k++) p[k] = L[ABS_P + k];
     CFD_UNROLL for (int k = 0; k < 6; k++) pb[k] = L[ABS_OFF + k], ci[k] = L[ABS_C + k];
     cfd_abs_inertia3_add(&Q, c->inertia + 36 * i);
-    cfd_abs_inertia3_vec(&Q, S, U);
+    cfd_inertia3_vec(&Q, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
     bad |= !(D > 0);
     double inv = 1 / D;
     cfd_abs_inertia3_downdate(&Q, U, inv);
     // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D)
     double Spb = cfd_dot6(S, pb), su = (tau[i] - Spb) * inv;
-    cfd_abs_inertia3_vec(&Q, ci, h);
+    cfd_inertia3_vec(&Q, ci, h);
     CFD_UNROLL for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
     cfd_wrench_to_parent(R, p, h, t);
     CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_OFF + k] = t[k], L[ABS_U + k] = U[k];
