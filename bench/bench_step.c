@@ -12,6 +12,7 @@
 
 #include "chain_gen.h"
 #include "chainfd.h"
+#include "backend.h"
 #include "chainfd_batch.h"
 #include "mj_random.h"
 
@@ -42,6 +43,67 @@ static double time_steps(const mjModel* m, mjData* d, const mjData* start, chain
   memcpy(qpos_end, d->qpos, sizeof(double) * m->nq);
   qsort(reps, 5, sizeof(double), cmp);
   return reps[2];
+}
+
+// Where a step's time goes. MuJoCo's stages that chainfd_step runs before it needs qacc (the
+// position stage without the mass matrix, sensors, the velocity stage, actuation), median us:
+static double time_stages(const mjModel* m, mjData* d, const mjData* start) {
+  double reps[51];
+  for (int r = 0; r < 51; r++) {
+    mj_copyData(d, m, start);
+    double t0 = now();
+    mj_kinematics(m, d); mj_comPos(m, d); mj_camlight(m, d); mj_flex(m, d); mj_tendon(m, d);
+    mj_collision(m, d); mj_makeConstraint(m, d); mj_island(m, d); mj_transmission(m, d);
+    mj_sensorPos(m, d); mj_fwdVelocity(m, d); mj_sensorVel(m, d); mj_fwdActuation(m, d);
+    reps[r] = now() - t0;
+  }
+  qsort(reps, 51, sizeof(double), cmp);
+  return reps[25] * 1e6;
+}
+
+// and a GPU back end's solves alone on the start state, median us over 51 calls: one state
+// (cfd_solver_fd), two (fd2: qacc without and with Euler's diagonal, as a step asks), the split
+// call of two back to back (begin then finish at once, so nothing overlaps), and the device time
+// of the two-state calls' kernels.
+static void profile_gpu(const mjModel* m, const mjData* start, const char* backend) {
+  char err[512];
+  cfd_solver* s = cfd_solver_create_on(m, backend, 0, err, sizeof err);
+  if (!s) return;
+  int n = cfd_solver_chain(s)->n;
+  double* x = malloc(sizeof(double) * 7 * n);
+  double *q = x, *qd = q + n, *tau = qd + n, *diag = tau + n, *a = diag + n, *b = a + n;
+  cfd_rng rng = {5};
+  for (int i = 0; i < n; i++) {
+    q[i] = start->qpos[i];  // a chain's dofs in order (the generated chains)
+    qd[i] = start->qvel[i];
+    tau[i] = cfd_rng_uniform(&rng, -1, 1);
+    diag[i] = 0.01;
+  }
+  double t[7][51];
+  for (int r = 0; r < 51; r++) {
+    double t0 = now();
+    cfd_solver_fd(s, q, qd, tau, NULL, a);
+    double t1 = now();
+    cfd_solver_fd2(s, q, qd, tau, diag, a, b);
+    double t2 = now();
+    t[4][r] = cfd_solver_kernel_ms(s) * 1e-3;
+    int split = cfd_solver_begin(s, q, qd, diag) == 0;
+    double t2b = now();
+    if (split) cfd_solver_finish(s, q, qd, tau, diag, a, b);
+    double t3 = now();
+    t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = split ? t3 - t2 : NAN;
+    t[5][r] = t2b - t2, t[6][r] = t3 - t2b;
+    t[3][r] = split ? cfd_solver_kernel_ms(s) * 1e-3 : NAN;
+  }
+  for (int k = 0; k < 7; k++) qsort(t[k], 51, sizeof(double), cmp);
+  printf("               solves: one state %.1f us, two %.1f (kernels %.1f)", t[0][25] * 1e6,
+         t[1][25] * 1e6, t[4][25] * 1e6);
+  if (cfd_solver_splits(s))
+    printf(", split call of two back to back %.1f (begin %.1f, finish %.1f; kernels %.1f)",
+           t[2][25] * 1e6, t[5][25] * 1e6, t[6][25] * 1e6, t[3][25] * 1e6);
+  printf("\n");
+  free(x);
+  cfd_solver_free(s);
 }
 
 int main(int argc, char** argv) {
@@ -81,7 +143,8 @@ int main(int argc, char** argv) {
     double* got = malloc(sizeof(double) * m->nq);
     int K = m->nv >= 500 ? steps / 10 + 1 : steps;  // mj_step is O(n^3) here
     double t_mj = time_steps(m, d, start, NULL, K, ref);
-    printf("\n%s (n=%d)\n  mj_step      %12.2f us\n", models[k], (int)m->nv, t_mj * 1e6);
+    printf("\n%s (n=%d)\n  mj_step      %12.2f us   (MuJoCo's stages that chainfd_step runs: %.1f us)\n",
+           models[k], (int)m->nv, t_mj * 1e6, time_stages(m, d, start));
     for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
       if (!strncmp(backends[b], "cuda.", 5) && gpus == 0) continue;
       chainfd_config cfg = {backends[b], NULL, strncmp(backends[b], "cuda.", 5) ? "cpu" : "0", "error"};
@@ -100,6 +163,7 @@ int main(int argc, char** argv) {
                 t_mj / t, dq);
       first = 0;
       chainfd_stepper_free(s);
+      if (!strncmp(backends[b], "cuda.", 5) && m->nv >= 50) profile_gpu(m, start, backends[b]);
     }
     free(ref); free(got);
     mj_deleteData(d); mj_deleteData(start);

@@ -183,7 +183,7 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
 }
 
 int cfd_solver_splits(const cfd_solver* s) {
-  return s->gpu && s->backend->gpu_algorithm == CFD_GPU_CFA;
+  return s->gpu && cfd_gpu_fd_splits(s->gpu, 2);  // one state, or two with a diagonal
 }
 
 int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const double* extra_diag) {
@@ -240,6 +240,8 @@ int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const do
 }
 
 int cfd_solver_is_gpu(const cfd_solver* s) { return s->gpu != NULL; }
+
+double cfd_solver_kernel_ms(const cfd_solver* s) { return s->gpu ? cfd_gpu_last_kernel_ms(s->gpu) : 0; }
 
 const char* cfd_solver_error(const cfd_solver* s, int status) {
   return status == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(status);

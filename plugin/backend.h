@@ -60,8 +60,10 @@ int cfd_solver_fd(cfd_solver* s, const double* q, const double* qd, const double
 // cfd_solver_fd; on failure either may have been written.
 int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* qacc_diag);
-// cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back end that gains from it (cuda.cfa,
-// whose kinematics, bias forces and elimination factors need no forces): cfd_solver_begin takes
+// cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back ends that gain from it (cuda.cfa,
+// whose kinematics, bias forces and elimination factors need no forces; cuda.abia up to 256 links,
+// whose whole ABA runs with tau = 0 while the caller works, tau's share added on the host from
+// its factors: cfd_gpu_fd_begin in chainfd_batch.h): cfd_solver_begin takes
 // the state (and, with extra_diag, asks for fd2's two solves) and starts the GPU, then the caller
 // computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q, qd and
 // extra_diag are given again, as they are now: if any changed since begin, the solve is redone
@@ -72,11 +74,13 @@ int cfd_solver_begin(cfd_solver* s, const double* q, const double* qd, const dou
 int cfd_solver_finish(cfd_solver* s, const double* q, const double* qd, const double* tau,
                       const double* extra_diag, double* qacc, double* qacc_diag);
 void cfd_solver_cancel(cfd_solver* s);
-// Whether cfd_solver_begin can start anything on this back end (cuda.cfa).
+// Whether cfd_solver_begin can start anything on this back end (cfd_gpu_fd_splits).
 int cfd_solver_splits(const cfd_solver* s);
 
 // Whether the back end runs on a GPU.
 int cfd_solver_is_gpu(const cfd_solver* s);
+// The device time of the last GPU call, in ms (cfd_gpu_last_kernel_ms; 0 on a CPU back end).
+double cfd_solver_kernel_ms(const cfd_solver* s);
 // What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
 const char* cfd_solver_error(const cfd_solver* s, int status);
 

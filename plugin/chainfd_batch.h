@@ -53,19 +53,25 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
                const double* extra_diag, double* qacc, cfd_memory where, char* err, int err_size);
 
 // cfd_gpu_fd for host arrays in two halves, so that the caller's own work overlaps the GPU's:
-// cfd_gpu_fd_begin takes the states and starts what needs no tau (CFA: kinematics, bias forces
-// and the factors of the elimination, a launch of its own that the device finishes without the
-// host, which may use the device meanwhile; other algorithms keep the states on the host),
-// cfd_gpu_fd_finish takes tau ([B][n]) and gives qacc as cfd_gpu_fd would. Every begin must end in finish or cancel; between them the context takes
-// no other call. Returns as cfd_gpu_fd; after a failed begin nothing is under way.
+// cfd_gpu_fd_begin takes the states and starts what needs no tau, cfd_gpu_fd_finish takes tau
+// ([B][n]) and gives qacc as cfd_gpu_fd would (up to rounding). CFA: begin launches kinematics,
+// bias forces and the factors of the elimination, finish launches tau's solve through them.
+// ABIA on chains up to 256 links, B <= 64: begin launches the whole ABA with tau = 0 and brings
+// its factors down while the caller works, finish adds (M + diag)^-1 tau on the host from them,
+// two O(n) sweeps (aba_world_tau.h). Otherwise begin keeps the states on the host and finish is
+// cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
+// begin must end in finish or cancel; between them the context takes no other call. Returns as
+// cfd_gpu_fd; after a failed begin nothing is under way.
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
                      const double* extra_diag, char* err, int err_size);
 int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size);
 void cfd_gpu_fd_cancel(cfd_gpu* g);
+// Whether cfd_gpu_fd_begin starts work on the device for B states (0: it holds them).
+int cfd_gpu_fd_splits(const cfd_gpu* g, int B);
 
 // Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
 // (transfers excluded; for a split CFA call, from begin's launch to finish's end, so the caller's
-// time between them is included).
+// time between them is included; for a split ABIA call, begin's kernel).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);

@@ -322,9 +322,10 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   int nv = m->nv;
   s->have_used = 0;
 
-  // cuda.cfa: the GPU starts on what needs only q and qd (kinematics, bias forces, the factors of
-  // the elimination; with Euler's damping diagonal, which needs only qvel) while MuJoCo's stages
-  // below compute the forces; implicitfast's diagonal needs the actuation, so it waits
+  // cuda.cfa, cuda.abia up to 256 links: the GPU starts on what needs only q and qd (kinematics,
+  // bias forces, the factors of the elimination or of the ABA; with Euler's damping diagonal, which
+  // needs only qvel) while MuJoCo's stages below compute the forces; implicitfast's diagonal needs
+  // the actuation, so it waits
   int split = 0, split_diag = 0;
   const double *q0 = NULL, *qd0 = NULL;  // the state the GPU started from
   if (cfd_solver_splits(s->solver) && (diag_kind == DIAG_NONE || diag_kind == DIAG_EULER)) {

@@ -235,6 +235,14 @@ static void test_abia_singular(void) {
     EXPECT(st != 0 && strstr(err, "singular"), "cuda.abia[%s] must report the zero pivot: %s",
            kinds[v].name, st ? err : "no error");
   }
+  // a split call (the world warps' factors, tau's share on the host) says so at finish
+  EXPECT(g && cfd_gpu_fd_splits(g, B), "cuda.abia must split 40 links, B=%d", B);
+  int st = g ? cfd_gpu_fd_begin(g, B, q, qd, NULL, err, sizeof err) : 1;
+  EXPECT(st == 0, "begin: %s", err);
+  if (!st) st = cfd_gpu_fd_finish(g, tau, got, err, sizeof err);
+  printf("massless tip, cuda.abia split: %s\n", st ? err : "no error");
+  EXPECT(st != 0 && strstr(err, "singular"), "a split cuda.abia must report the zero pivot: %s",
+         st ? err : "no error");
   cfd_gpu_free(g);
   free(q);
   cfd_chain_free(&c);
@@ -378,10 +386,14 @@ static void test_errors(void) {
          cfd_rel_err_inf(qacc, want, 7));
   EXPECT(cfd_gpu_fd_begin(g, 1, q, qd, NULL, err, sizeof err) == 0, "begin: %s", err);
   cfd_gpu_free(g);  // with a split call under way: free ends it first
-  // the solver's split form: a state that moved between begin and finish is solved from scratch
-  cfd_solver* s = cfd_solver_create(m, "cuda.cfa", err, sizeof err);
-  EXPECT(s != NULL, "cuda.cfa solver: %s", err);
-  if (s) {
+  // the solver's split form (both back ends that split on arm7): a state that moved between
+  // begin and finish is solved from scratch
+  for (int k = 0; k < 2; k++) {
+    const char* name = k ? "cuda.abia" : "cuda.cfa";
+    cfd_solver* s = cfd_solver_create(m, name, err, sizeof err);
+    EXPECT(s != NULL, "%s solver: %s", name, err);
+    if (!s) continue;
+    EXPECT(cfd_solver_splits(s), "%s must split arm7", name);
     double q1[7] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7}, want[7], got1[7], got2[7], diag[7];
     for (int i = 0; i < 7; i++) tau[i] = 0.3 * i - 1, diag[i] = 0.01 * (i + 1);
     EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
@@ -408,6 +420,16 @@ static void test_errors(void) {
     EXPECT(cfd_solver_finish(s, q1, qd, tau, NULL, got1, NULL) == 0, "finish after a replaced begin");
     EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
     EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "replaced begin: %.2e", cfd_rel_err_inf(got1, want, 7));
+    // a state that did not move: the split result itself, against the whole solve
+    EXPECT(cfd_solver_begin(s, q1, qd, diag) == 0, "begin");
+    EXPECT(cfd_solver_finish(s, q1, qd, tau, diag, got1, got2) == 0, "finish: %s",
+           cfd_solver_error(s, CFD_ERR_GPU));
+    EXPECT(cfd_solver_fd(s, q1, qd, tau, NULL, want) == 0, "fd");
+    EXPECT(cfd_rel_err_inf(got1, want, 7) <= 1e-12, "%s split: %.2e", name,
+           cfd_rel_err_inf(got1, want, 7));
+    EXPECT(cfd_solver_fd(s, q1, qd, tau, diag, want) == 0, "fd with diag");
+    EXPECT(cfd_rel_err_inf(got2, want, 7) <= 1e-12, "%s split, diag: %.2e", name,
+           cfd_rel_err_inf(got2, want, 7));
     EXPECT(cfd_solver_begin(s, q, qd, NULL) == 0, "begin");
     cfd_solver_free(s);  // with a begin under way: free gives it up
   }

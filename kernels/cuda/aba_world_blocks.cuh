@@ -33,6 +33,7 @@
 #define CHAINFD_ABA_WORLD_BLOCKS_CUH
 
 #include "aba_world_lanes.cuh"
+#include "aba_world_tau.h"
 
 // the lane whose link's origin is its block's reference point (in a last block of fewer than 16
 // links a massless stand-in, at the last link's origin)
@@ -203,7 +204,8 @@ static __device__ __forceinline__ bool cfd_awb_in_turn(int lane, int count, bool
                                                        const cfd_awb_lane& x, cfd_awb_in s,
                                                        const double Jt[10], const double bt[6],
                                                        const double* r, cfd_abw_inertia* P,
-                                                       double Pb[6], double w[6], double* su) {
+                                                       double Pb[6], double w[6], double* su,
+                                                       double* inv_d) {
   if (r) {
     double rf[3];
     cfd_awb_shift_inertia(P, r);
@@ -234,6 +236,7 @@ static __device__ __forceinline__ bool cfd_awb_in_turn(int lane, int count, bool
     for (int k = 0; k < 6; k++) my_G[k] = 0;
   }
   for (int k = 0; k < 6; k++) w[k] = Y[k] * my_inv;
+  *inv_d = my_inv;
   // the sums over the block's lanes as a scan (the same total on every lane, in a fixed order)
   double t[27];  // U U^T / d (A 6, B 9, C 6), G 6
   cfd_abw_inertia T = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
@@ -349,11 +352,12 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
       for (int k = 0; k < 10; k++) x.J[k] = w[12 + k];
     }
     cfd_awb_in s;
-    double Jt[10], bt[6], wi[6], su;
+    double Jt[10], bt[6], wi[6], su, inv_d;
     cfd_awb_in_local(lane, x, link ? tau[i] : 0, link ? c.armature[i] + (diag ? diag[i] : 0) : 1,
                      &s, Jt, bt);
     bad |= cfd_awb_in_turn(lane, count, link, x, s, Jt, bt,
-                           base + 32 < n ? AWB_LINK(base + 31) + 28 : NULL, &P, Pb, wi, &su);
+                           base + 32 < n ? AWB_LINK(base + 31) + 28 : NULL, &P, Pb, wi, &su,
+                           &inv_d);
     if (link) {  // J's slots now hold w = U / d and su = u / d for the accelerations
       for (int k = 0; k < 6; k++) w[12 + k] = wi[k];
       w[18] = su;
@@ -407,14 +411,18 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
 // one chain or a few: each warp keeps its block's links in registers; the local parts of every
 // sweep run on all warps at once, the turns (the right-looking sweep, the accelerations' unit
 // triangular solve) warp after warp, handing over through shared memory. Returns this warp's
-// vote on a bad pivot.
+// vote on a bad pivot. FACTORS: a split call's first half (aba_world_tau.h): tau ignored (zero),
+// the sweeps out and in, then each link's S, w, 1/d, su0 and c, each block's r_b and the state's
+// status written to factors instead of qacc (and false returned).
 #define CFD_AWB_MAX_WARPS 8
 
+template <bool FACTORS>
 static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __restrict__ q,
                                           const double* __restrict__ qd,
                                           const double* __restrict__ tau,
                                           const double* __restrict__ diag,
-                                          double* __restrict__ qacc) {
+                                          double* __restrict__ qacc,
+                                          double* __restrict__ factors) {
   __shared__ double tot[CFD_AWB_MAX_WARPS][21];  // per block: lane 31's R, p, V; lane 15's p
   __shared__ double hand[27];                    // P (A, B, C) and Pb; then Ac
   const int n = c.n, lane = threadIdx.x & 31, blk = threadIdx.x >> 5, blocks = (n + 31) / 32;
@@ -446,9 +454,9 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
   cfd_awb_out_world(c, i, a, m, r, &x);
   // in: the local parts at once, then the turns from the tip
   cfd_awb_in s;
-  double Jt[10], bt[6], w[6], su;
-  cfd_awb_in_local(lane, x, link ? tau[i] : 0, link ? c.armature[i] + (diag ? diag[i] : 0) : 1, &s,
-                   Jt, bt);
+  double Jt[10], bt[6], w[6], su, inv_d;
+  cfd_awb_in_local(lane, x, link && !FACTORS ? tau[i] : 0,
+                   link ? c.armature[i] + (diag ? diag[i] : 0) : 1, &s, Jt, bt);
   bool bad = false;
   for (int b = blocks - 1; b >= 0; b--) {
     if (blk == b) {
@@ -459,7 +467,7 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
         for (int k = 0; k < 9; k++) P.B[k] = hand[6 + k];
       }
       bad = cfd_awb_in_turn(lane, count, link, x, s, Jt, bt, b + 1 < blocks ? rb : NULL, &P, Pb, w,
-                            &su);
+                            &su, &inv_d);
       __syncwarp();  // every lane has read hand
       if (lane == 0) {
         for (int k = 0; k < 6; k++) hand[k] = P.A[k], hand[15 + k] = P.C[k], hand[21 + k] = Pb[k];
@@ -467,6 +475,19 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
       }
     }
     __syncthreads();
+  }
+  if (FACTORS) {  // a split call's first half: the rest is the host's (aba_world_tau.h)
+    if (link) {
+      double* f = factors + (size_t)CFD_AWT_LINK_DOUBLES * i;
+      for (int k = 0; k < 6; k++) f[k] = x.S[k], f[6 + k] = w[k], f[14 + k] = x.c[k];
+      f[12] = inv_d;
+      f[13] = su;
+    }
+    if (lane == 0 && blk + 1 < blocks)
+      for (int k = 0; k < 3; k++) factors[(size_t)CFD_AWT_LINK_DOUBLES * n + 3 * blk + k] = rb[k];
+    bad = __syncthreads_or(bad);
+    if (threadIdx.x == 0) factors[cfd_awt_doubles(n) - 1] = bad ? CFD_ERR_SINGULAR : 0;
+    return false;
   }
   // out again: the local parts at once, then the turns from the base
   cfd_awb_acc acc;

@@ -202,12 +202,18 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
 // 40, 128 47 against 52, 160 56 against 64, 256 84 against 97.
 #define ABIA_WW_MAX_B 64
 
+// FACTORS: a split call's first half (cfd_gpu_fd_begin: tau zero, the factors and each state's
+// status written, no qacc), compiled apart so that the plain kernel keeps its registers.
+template <bool FACTORS>
 __global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
 abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
                         const double* __restrict__ qd, const double* __restrict__ tau,
-                        const double* __restrict__ extra, double* __restrict__ qacc, int* error) {
+                        const double* __restrict__ extra, double* __restrict__ qacc, int* error,
+                        double* __restrict__ factors) {
   long b = blockIdx.x, o = b * c.n;
-  bool bad = cfd_awb_qacc_warps(c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o);
+  bool bad = cfd_awb_qacc_warps<FACTORS>(c, q + o, qd + o, FACTORS ? NULL : tau + o,
+                                         extra ? extra + o : NULL, FACTORS ? NULL : qacc + o,
+                                         FACTORS ? factors + b * cfd_awt_doubles(c.n) : NULL);
   if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
 }
 
@@ -218,10 +224,8 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
 #define ABIA_SCAN_MAX_B 512
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
 
-cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
-                                const double* tau, const double* extra, double* qacc) {
-  int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
-  int* error = g->info + g->capacity;
+// The kernel for B states of g's chain (gpu_tuning.h's numbering).
+static int abia_variant(const cfd_gpu* g, int B) {
   // beyond the lanes' batches: world coordinates for short chains (arm7, B = 65536: 58 us a call
   // against 107 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
   // rounding in world coordinates grows with their extent (aba_world.h)
@@ -239,10 +243,34 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   if (variant == 8 && !g->chain_jf.home_R) variant = 4;
   if (variant == 9 && g->n > 32 * CFD_AWB_MAX_WARPS) variant = 8;  // one warp for any length
   if (variant == 9 && !g->chain_jf.home_R) variant = 4;
+  return variant;
+}
+
+// A split call (cfd_gpu_fd_begin) takes the world warps kernel's factors where that kernel would
+// solve these states, and for chains up to 32 links (one block: the same kernel on one warp)
+// where the world lanes would, up to ABIA_WW_MAX_B states: tau's share is then a host sweep
+// (aba_world_tau.h, O(n) per state), with no second launch and no second round trip.
+int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
+  int v = abia_variant(g, B);
+  return B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
+}
+
+cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
+                                        const double* extra, double* factors) {
+  abia_world_warps_kernel<true><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
+      g->chain_jf, B, q, qd, NULL, extra, NULL, NULL, factors);
+  return cudaGetLastError();
+}
+
+cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
+                                const double* tau, const double* extra, double* qacc) {
+  int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
+  int* error = g->info + g->capacity;
+  int variant = abia_variant(g, B);
   if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
   if (variant == 9)
-    abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(g->chain_jf, B, q, qd,
-                                                                          tau, extra, qacc, error);
+    abia_world_warps_kernel<false><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
+        g->chain_jf, B, q, qd, tau, extra, qacc, error, NULL);
   else if (variant == 8)
     abia_world_blocks_kernel<<<B, 32, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, extra, qacc,
                                                       g->work, error);

@@ -6,6 +6,7 @@
 #include "aba_core.h"
 #include "aba_lanes.cuh"
 #include "aba_scan.h"
+#include "aba_world_tau.h"
 #include "cfa_blocks.h"
 #include "gpu_internal.h"
 
@@ -79,7 +80,13 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   return 0;
 }
 
+static void abia_graph_free(cfd_gpu* g) {
+  if (g->split_graph) cudaGraphExecDestroy(g->split_graph);
+  g->split_graph = NULL;
+}
+
 static void free_batch_buffers(cfd_gpu* g) {
+  abia_graph_free(g);  // it holds the buffers' addresses
   cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
   g->staging = g->host = g->bias = g->resid = g->work = NULL;
@@ -100,6 +107,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   cudaFree(g->scan_starts); cudaFree(g->scan_work);
   free(g->scan_can_end);
   cudaFreeHost(g->status);
+  cudaFreeHost(g->factors);
   if (g->solver) cusolverDnDestroy(g->solver);
   if (g->start) cudaEventDestroy(g->start);
   if (g->stop) cudaEventDestroy(g->stop);
@@ -409,6 +417,109 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return finish_batch(g, B, host, dqacc, qacc, err, err_size);
 }
 
+// ABIA's split (aba_world_tau.h): the states (held at g->host by begin) up in one copy, the
+// sweeps out and in with tau = 0, the factors and each state's status down in one copy into
+// page-locked memory; finish waits for them and does the rest on the host.
+static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra) {
+  size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
+  double* dq = g->staging;  // q, qd (and tau's stale slot, extra): one copy
+  // (External: in a stream capture, the records become the graph's own event-record nodes)
+  const unsigned rec = cudaEventRecordExternal;
+  cudaError_t e = cudaMemcpyAsync(dq, g->host, (extra ? 4 : 2) * vec, cudaMemcpyHostToDevice, g->stream);
+  if (!e) e = cudaEventRecordWithFlags(g->start, g->stream, rec);
+  if (!e) e = cfd_gpu_launch_abia_factors(g, B, dq, dq + bn, extra ? dq + 3 * bn : NULL, g->work);
+  if (!e) e = cudaEventRecordWithFlags(g->stop, g->stream, rec);
+  if (!e)
+    e = cudaMemcpyAsync(g->factors, g->work, sizeof(double) * cfd_awt_doubles(g->n) * B,
+                        cudaMemcpyDeviceToHost, g->stream);
+  if (!e) e = cudaEventRecordWithFlags(g->copied, g->stream, rec);
+  return e;
+}
+
+// The same five operations as one CUDA graph, captured once per (B, extra) and buffers: one
+// submission instead of five (about 14 us of host calls before the kernel starts, 200 links).
+// NULL when it cannot be had (then the operations go one by one).
+static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
+  if (g->split_graph && g->split_graph_B == B && g->split_graph_extra == extra) return g->split_graph;
+  if (g->split_graph) cudaGraphExecDestroy(g->split_graph);
+  g->split_graph = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal)) {
+    cudaGetLastError();
+    return NULL;
+  }
+  cudaError_t e = abia_begin_enqueue(g, B, extra);
+  cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
+  if (!e && !e2 && graph) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) cudaGraphDestroy(graph);
+  if (e || e2 || !exec) {
+    cudaGetLastError();
+    return NULL;
+  }
+  g->split_graph = exec;
+  g->split_graph_B = B;
+  g->split_graph_extra = extra;
+  return exec;
+}
+
+// Falls back to holding the states (pending 1) when the factors' host memory cannot be had.
+static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
+  int n = g->n;
+  if (B > g->factors_held) {
+    abia_graph_free(g);  // it copies into the old buffer
+    cudaFreeHost(g->factors);
+    g->factors = NULL;
+    g->factors_held = 0;
+    if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) * B + n))) {  // + a qacc's scratch
+      cudaGetLastError();
+      return 0;  // the plain path at finish
+    }
+    g->factors_held = B;
+  }
+  cudaGraphExec_t graph = abia_begin_graph(g, B, g->pending_extra);
+  cudaError_t e = graph ? cudaGraphLaunch(graph, g->stream) : abia_begin_enqueue(g, B, g->pending_extra);
+  if (e) {
+    cudaGetLastError();
+    g->pending = 0;
+    cudaStreamSynchronize(g->stream);
+    return fail(err, err_size, "starting a split batch", e);
+  }
+  g->pending = 3;
+  return 0;
+}
+
+// finish for pending 3: each state's qacc from its factors and tau, once they are down
+static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
+  int n = g->n, B = g->pending_B;
+  cudaError_t e = cudaEventSynchronize(g->copied);
+  if (e) {
+    cudaGetLastError();
+    return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+  }
+  size_t per = cfd_awt_doubles(n);
+  for (int b = 0; b < B; b++) {
+    int st = cfd_awt_status(n, g->factors + per * b);
+    if (st) {
+      snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(st));
+      return 1;
+    }
+  }
+  if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) {  // timing only
+    g->last_ms = 0;
+    cudaGetLastError();
+  }
+  for (int b = 0; b < B; b += 2) {  // two states at a time (the last with itself when B is odd)
+    int b1 = b + 1 < B ? b + 1 : b;
+    const double* f[2] = {g->factors + per * b, g->factors + per * b1};
+    const double* t[2] = {tau + (size_t)b * n, tau + (size_t)b1 * n};
+    double* scratch = g->factors + per * g->factors_held;
+    double* out[2] = {qacc + (size_t)b * n, b1 > b ? qacc + (size_t)b1 * n : scratch};
+    cfd_awt_qacc2(n, f, t, g->chain.gravity, out);
+  }
+  return 0;
+}
+
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
                      const double* extra_diag, char* err, int err_size) {
   if (B < 1) {
@@ -430,6 +541,8 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   g->pending_B = B;
   g->pending_extra = extra_diag != NULL;
   g->pending = 1;  // held on the host until finish
+  if (g->alg == CFD_GPU_ABIA && chunk == B && cfd_gpu_abia_splits(g, B))
+    return abia_begin(g, B, err, err_size);
   if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
   // CFA: up now, and a first launch does what needs no tau (finish launches the rest); the
   // device is never left waiting on the host, so the caller may use it in between
@@ -459,6 +572,15 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
   }
   int B = g->pending_B, n = g->n, begun = g->pending == 2;
   size_t bn = (size_t)B * n, vec = sizeof(double) * bn;
+  if (g->pending == 3) {
+    g->pending = 0;
+    cudaError_t e = cudaSetDevice(g->device);
+    if (e) {
+      cudaStreamSynchronize(g->stream);
+      return fail(err, err_size, "selecting the device", e);
+    }
+    return abia_finish(g, tau, qacc, err, err_size);
+  }
   g->pending = 0;
   cudaError_t e = cudaSetDevice(g->device);
   if (e) {
@@ -486,8 +608,13 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
   return finish_batch(g, B, 1, g->staging + 4 * bn, qacc, err, err_size);
 }
 
+int cfd_gpu_fd_splits(const cfd_gpu* g, int B) {
+  if (B < 1 || chunk_of(g, B) < B) return 0;
+  return g->alg == CFD_GPU_CFA || (g->alg == CFD_GPU_ABIA && cfd_gpu_abia_splits(g, B));
+}
+
 void cfd_gpu_fd_cancel(cfd_gpu* g) {
-  if (g->pending == 2) {  // the first launch runs to its end on its own
+  if (g->pending >= 2) {  // the first launch runs to its end on its own
     cudaSetDevice(g->device);
     cudaStreamSynchronize(g->stream);
     cudaGetLastError();

@@ -46,8 +46,13 @@ struct cfd_gpu {
   float last_ms;
   int* status;          // page-locked: the kernels' status, copied down (device arrays; a
                         // copy into pageable memory would cost the call a staged transfer)
-  int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on the device
+  int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on
+                        // the device (CFA), 3 factors on their way to the host (ABIA)
   int pending_B, pending_extra;
+  double* factors;      // ABIA split: page-locked, the factors of factors_held states
+  int factors_held;
+  cudaGraphExec_t split_graph;  // ABIA split: begin's operations for split_graph_B states
+  int split_graph_B, split_graph_extra;
 };
 
 // Scratch doubles one instance needs for algorithm alg on n links.
@@ -64,6 +69,12 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
                                     const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
+// ABIA's split call (abia.cu): whether begin runs on the device for B states, and its launch,
+// the ABA's sweeps out and in with tau = 0 writing each state's factors and status
+// (aba_world_tau.h) at factors, a state every cfd_awt_doubles(n) doubles
+int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
+cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
+                                        const double* extra, double* factors);
 // ABIA as scans over blocks of links, a cluster of up to 16 thread blocks per instance
 // (abia_scan.cu)
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,

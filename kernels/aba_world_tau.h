@@ -1,0 +1,84 @@
+// aba_world_tau.h: the second half of the world-coordinate ABA in blocks of 32 links
+// (cuda/aba_world_blocks.cuh) for a split call: what needs tau, from what needs only q and qd.
+//
+// Tau enters the ABA through u_i = tau_i - S_i.pA_i, affinely. So a GPU split call
+// (cfd_gpu_fd_begin) runs the kernel's sweep out (poses, velocities) and its sweep in
+// (articulated inertias, bias forces, pivots) with tau = 0 while the caller computes the forces
+// (MuJoCo's stages in chainfd_step), and brings down per link, about its block's origin o_b as the
+// kernel has them: the world screw S_i, w_i = U_i / d_i, 1/d_i, su0_i = u_i / d_i at tau = 0 and
+// the velocity product c_i. What is left is O(n) multiply-adds on 6-vectors, done where tau is
+// (cfd_gpu_fd_finish, on the host; host code from here on):
+//   in (tip to base):  du_i = tau_i - S_i.W,  W += w_i du_i
+//     (W: tau's share of the bias force handed to the link before, sum_{k>i} U_k du_k / d_k)
+//   out (base to tip): qa_i = su0_i + du_i / d_i - w_i.(A + c_i),  A += c_i + S_i qa_i
+//     (A: the acceleration of the link before, -gravity at the base)
+// the kernel's own recurrences (its right-looking sweep with everything but tau held at zero,
+// then its unit triangular solve); W and A cross from one block's origin to the next as the
+// kernel moves what it hands over (r_b = o_{b+1} - o_b).
+#ifndef CHAINFD_ABA_WORLD_TAU_H
+#define CHAINFD_ABA_WORLD_TAU_H
+
+#include <stddef.h>
+
+#include "cfd_math.h"
+
+#define CFD_AWT_BLOCK 32  // links per block, as the world-blocks kernel has them
+enum { CFD_AWT_LINK_DOUBLES = 20 };  // per link: S 6, w 6, 1/d, su0, c 6
+
+// Doubles of one state's factors: n links, r_b for every block but the last, then the state's
+// status (a cfd_status, 0 when every pivot was positive).
+CFD_HD size_t cfd_awt_doubles(int n) {
+  return (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * (size_t)((n + CFD_AWT_BLOCK - 1) / CFD_AWT_BLOCK) + 1;
+}
+
+CFD_HD int cfd_awt_status(int n, const double* f) { return (int)f[cfd_awt_doubles(n) - 1]; }
+
+// A 6-vector dot product summed as a tree: the sweeps below wait on it once per link.
+static inline double cfd_awt_dot6(const double a[6], const double b[6]) {
+  return (a[0] * b[0] + a[1] * b[1]) + (a[2] * b[2] + a[3] * b[3]) + (a[4] * b[4] + a[5] * b[5]);
+}
+
+// qacc (n each) of two states from their factors f[s], tau[s] and gravity, on the host. Each
+// state's sweeps are chains of dependent multiply-adds, so two states go link by link together,
+// their chains interleaved (n = 200: 2.5 us for both, 2.3 for one alone). One state: pass it
+// twice, the second qacc to scratch (n doubles). qacc may not alias tau.
+static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* const tau[2],
+                                 const double gravity[3], double* const qacc[2]) {
+  double W[2][6], A[2][6];
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 3; k++) W[s][k] = W[s][3 + k] = A[s][k] = 0, A[s][3 + k] = -gravity[k];
+  int last = (n - 1) / CFD_AWT_BLOCK;
+  for (int b = last; b >= 0; b--) {
+    for (int s = 0; s < 2 && b < last; s++) {  // W about o_{b+1} to about o_b: [m + r x f; f]
+      double t[3];
+      cfd_cross(f[s] + (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * b, W[s] + 3, t);
+      for (int k = 0; k < 3; k++) W[s][k] += t[k];
+    }
+    int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
+    for (int i = end - 1; i >= b * CFD_AWT_BLOCK; i--)
+      for (int s = 0; s < 2; s++) {
+        const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
+        double du = tau[s][i] - cfd_awt_dot6(L, W[s]);
+        for (int k = 0; k < 6; k++) W[s][k] += L[6 + k] * du;
+        qacc[s][i] = du;  // held until the sweep out
+      }
+  }
+  for (int b = 0; b <= last; b++) {
+    int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
+    for (int i = b * CFD_AWT_BLOCK; i < end; i++)
+      for (int s = 0; s < 2; s++) {
+        const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
+        for (int k = 0; k < 6; k++) A[s][k] += L[14 + k];
+        double qa = L[13] + qacc[s][i] * L[12] - cfd_awt_dot6(L + 6, A[s]);
+        for (int k = 0; k < 6; k++) A[s][k] += L[k] * qa;
+        qacc[s][i] = qa;
+      }
+    for (int s = 0; s < 2 && b < last; s++) {  // A about o_b to about o_{b+1}: [w; v + w x r]
+      double t[3];
+      cfd_cross(A[s], f[s] + (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * b, t);
+      for (int k = 0; k < 3; k++) A[s][3 + k] += t[k];
+    }
+  }
+}
+
+#endif  // CHAINFD_ABA_WORLD_TAU_H
