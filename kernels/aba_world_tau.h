@@ -1,20 +1,22 @@
 // aba_world_tau.h: the second half of the world-coordinate ABA in blocks of 32 links
-// (cuda/aba_world_blocks.cuh) for a split call: what needs tau, from what needs only q and qd.
+// (cuda/aba_world_blocks.cuh) for a split call: the bias forces' and accelerations' sweeps, from
+// the articulated inertias.
 //
-// Tau enters the ABA through u_i = tau_i - S_i.pA_i, affinely. So a GPU split call
-// (cfd_gpu_fd_begin) runs the kernel's sweep out (poses, velocities) and its sweep in
-// (articulated inertias, bias forces, pivots) with tau = 0 while the caller computes the forces
-// (MuJoCo's stages in chainfd_step), and brings down per link, about its block's origin o_b as the
-// kernel has them: the world screw S_i, w_i = U_i / d_i, 1/d_i, su0_i = u_i / d_i at tau = 0 and
-// the velocity product c_i. What is left is O(n) multiply-adds on 6-vectors, done where tau is
-// (cfd_gpu_fd_finish, on the host; host code from here on):
-//   in (tip to base):  du_i = tau_i - S_i.W,  W += w_i du_i
-//     (W: tau's share of the bias force handed to the link before, sum_{k>i} U_k du_k / d_k)
-//   out (base to tip): qa_i = su0_i + du_i / d_i - w_i.(A + c_i),  A += c_i + S_i qa_i
+// Only the bias forces' sweep and the accelerations' need tau (through u_i = tau_i - S_i.pA_i).
+// So a GPU split call (cfd_gpu_fd_begin) runs the kernel's sweep out (poses, velocities, c_i, the
+// rigid bias forces) and the inertias' part of its sweep in (U_i, d_i, IA_i^a c_i: the serial
+// rank-one updates, the kernel's cost) while the caller computes the forces (MuJoCo's stages in
+// chainfd_step), and brings down per link, about its block's origin o_b as the kernel has them:
+// the world screw S_i, w_i = U_i / d_i, 1/d_i, beta_i = S_i.b_i (b_i the link's rigid bias
+// force), c_i and h_i = b_i + IA_i^a c_i. What is left is O(n) multiply-adds on 6-vectors, done
+// where tau is (cfd_gpu_fd_finish, on the host; host code from here on):
+//   in (tip to base):  u_i = tau_i - beta_i - S_i.W,  W += h_i + w_i u_i
+//     (W: the bias force handed to the link before, sum_{k>i} b_k + IA_k^a c_k + U_k u_k / d_k)
+//   out (base to tip): qa_i = u_i / d_i - w_i.(A + c_i),  A += c_i + S_i qa_i
 //     (A: the acceleration of the link before, -gravity at the base)
-// the kernel's own recurrences (its right-looking sweep with everything but tau held at zero,
-// then its unit triangular solve); W and A cross from one block's origin to the next as the
-// kernel moves what it hands over (r_b = o_{b+1} - o_b).
+// the kernel's own recurrences (its right-looking sweep's u and G, then its unit triangular
+// solve); W and A cross from one block's origin to the next as the kernel moves what it hands
+// over (r_b = o_{b+1} - o_b).
 #ifndef CHAINFD_ABA_WORLD_TAU_H
 #define CHAINFD_ABA_WORLD_TAU_H
 
@@ -23,7 +25,7 @@
 #include "cfd_math.h"
 
 #define CFD_AWT_BLOCK 32  // links per block, as the world-blocks kernel has them
-enum { CFD_AWT_LINK_DOUBLES = 20 };  // per link: S 6, w 6, 1/d, su0, c 6
+enum { CFD_AWT_LINK_DOUBLES = 26 };  // per link: S 6, w 6, 1/d, beta, c 6, h 6
 
 // Doubles of one state's factors: n links, r_b for every block but the last, then the state's
 // status (a cfd_status, 0 when every pivot was positive).
@@ -58,9 +60,9 @@ static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* 
     for (int i = end - 1; i >= b * CFD_AWT_BLOCK; i--)
       for (int s = 0; s < 2; s++) {
         const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
-        double du = tau[s][i] - cfd_awt_dot6(L, W[s]);
-        for (int k = 0; k < 6; k++) W[s][k] += L[6 + k] * du;
-        qacc[s][i] = du;  // held until the sweep out
+        double u = tau[s][i] - L[13] - cfd_awt_dot6(L, W[s]);
+        for (int k = 0; k < 6; k++) W[s][k] += L[20 + k] + L[6 + k] * u;
+        qacc[s][i] = u * L[12];  // u / d, held until the sweep out
       }
   }
   for (int b = 0; b <= last; b++) {
@@ -69,7 +71,7 @@ static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* 
       for (int s = 0; s < 2; s++) {
         const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
         for (int k = 0; k < 6; k++) A[s][k] += L[14 + k];
-        double qa = L[13] + qacc[s][i] * L[12] - cfd_awt_dot6(L + 6, A[s]);
+        double qa = qacc[s][i] - cfd_awt_dot6(L + 6, A[s]);
         for (int k = 0; k < 6; k++) A[s][k] += L[k] * qa;
         qacc[s][i] = qa;
       }

@@ -177,21 +177,25 @@ struct cfd_awb_in {
 };
 
 // in, local: the tip-ward sums of J and of the bias forces within the block; Jt, bt: the block's
-// totals. dj: the joint-diagonal terms (1 past the chain).
+// totals. dj: the joint-diagonal terms (1 past the chain). BIAS false: the inertias alone (u and
+// bt left unset; the split call's first half, where the bias forces' sweep is the host's).
+template <bool BIAS = true>
 static __device__ __forceinline__ void cfd_awb_in_local(int lane, const cfd_awb_lane& x,
                                                         double tau_i, double dj, cfd_awb_in* s,
                                                         double Jt[10], double bt[6]) {
   double J[10], bias[6];
   for (int k = 0; k < 10; k++) J[k] = x.J[k];
-  for (int k = 0; k < 6; k++) bias[k] = x.bias[k];
   cfd_wl_suffix_sum<32, 10>(lane, J);
-  cfd_wl_suffix_sum<32, 6>(lane, bias);
   cfd_abw_rigid_mul(J, x.S, s->Y);
   cfd_abw_rigid_mul(J, x.c, s->Z);
   s->d = dj;
-  s->u = tau_i - cfd_dot6(x.S, bias);
   for (int k = 0; k < 10; k++) Jt[k] = __shfl_sync(CFD_WL_MASK, J[k], 0);
-  for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);
+  if (BIAS) {
+    for (int k = 0; k < 6; k++) bias[k] = x.bias[k];
+    cfd_wl_suffix_sum<32, 6>(lane, bias);
+    s->u = tau_i - cfd_dot6(x.S, bias);
+    for (int k = 0; k < 6; k++) bt[k] = __shfl_sync(CFD_WL_MASK, bias[k], 0);
+  }
 }
 
 // in, the block's turn: P and Pb (the articulated inertia and bias force of the blocks beyond,
@@ -200,33 +204,40 @@ static __device__ __forceinline__ void cfd_awb_in_local(int lane, const cfd_awb_
 // then P and Pb handed over about o_b:
 //   P' = P + sum_block J - sum_block U U^T / d,   Pb' = Pb + sum_block bias + sum_block G.
 // Returns whether some d on this lane's link was not positive (the sweep goes on with d = 1).
+// BIAS false: the inertias alone (Pb, u, G, su left alone; a third of each link's turn), and in
+// ac the lane's IA^a c = Z - U (U.c) / d, the share of c in what it hands to the link before.
+template <bool BIAS = true>
 static __device__ __forceinline__ bool cfd_awb_in_turn(int lane, int count, bool link,
                                                        const cfd_awb_lane& x, cfd_awb_in s,
                                                        const double Jt[10], const double bt[6],
                                                        const double* r, cfd_abw_inertia* P,
                                                        double Pb[6], double w[6], double* su,
-                                                       double* inv_d) {
+                                                       double* inv_d, double* ac = nullptr) {
   if (r) {
-    double rf[3];
     cfd_awb_shift_inertia(P, r);
-    cfd_cross(r, Pb + 3, rf);
-    for (int k = 0; k < 3; k++) Pb[k] += rf[k];
+    if (BIAS) {
+      double rf[3];
+      cfd_cross(r, Pb + 3, rf);
+      for (int k = 0; k < 3; k++) Pb[k] += rf[k];
+    }
   }
   double PS[6], Pc[6];
   cfd_abw_mul(P, x.S, PS);
   cfd_abw_mul(P, x.c, Pc);
   double Y[6], Z[6];
   for (int k = 0; k < 6; k++) Y[k] = s.Y[k] + PS[k], Z[k] = s.Z[k] + Pc[k];
-  double d = cfd_dot6(x.S, Y) + s.d, yc = cfd_dot6(Y, x.c), u = s.u - cfd_dot6(x.S, Pb);
+  double d = cfd_dot6(x.S, Y) + s.d, yc = cfd_dot6(Y, x.c), u = BIAS ? s.u - cfd_dot6(x.S, Pb) : 0;
 #pragma unroll 1
   for (int j = count - 1; j > 0; j--) {  // lane j's U_j = Y is final: to the lanes below
     bool ok;
-    double sj, U[6], Gj[6], ij = cfd_wl_turn(Y, Z, d, yc, u, &sj, Gj, &ok);
+    double sj, U[6], Gj[6], ij;
+    if (BIAS) ij = cfd_wl_turn(Y, Z, d, yc, u, &sj, Gj, &ok);
+    else ij = 1 / (d > 0 ? d : 1);
     for (int k = 0; k < 6; k++) U[k] = Y[k];
     cfd_awb_broadcast(U, 6, j);
-    cfd_awb_broadcast(Gj, 6, j);
+    if (BIAS) cfd_awb_broadcast(Gj, 6, j);
     ij = __shfl_sync(CFD_WL_MASK, ij, j);
-    cfd_wl_absorb(lane < j, U, Gj, ij, x.S, x.c, Y, Z, &d, &yc, &u);
+    cfd_wl_absorb<BIAS>(lane < j, U, Gj, ij, x.S, x.c, Y, Z, &d, &yc, &u);
   }
   // each lane's own link as it was at its turn (nothing changed it since): 1/d, u/d, G
   bool ok;
@@ -237,15 +248,20 @@ static __device__ __forceinline__ bool cfd_awb_in_turn(int lane, int count, bool
   }
   for (int k = 0; k < 6; k++) w[k] = Y[k] * my_inv;
   *inv_d = my_inv;
+  if (!BIAS)
+    for (int k = 0; k < 6; k++) ac[k] = Z[k] - w[k] * yc;
   // the sums over the block's lanes as a scan (the same total on every lane, in a fixed order)
-  double t[27];  // U U^T / d (A 6, B 9, C 6), G 6
+  constexpr int NT = BIAS ? 27 : 21;  // U U^T / d (A 6, B 9, C 6), then G 6
+  double t[27];
   cfd_abw_inertia T = {{0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0}};
   cfd_awb_rank1(&T, Y, -my_inv);
   for (int k = 0; k < 6; k++) t[k] = T.A[k], t[15 + k] = T.C[k], t[21 + k] = my_G[k];
   for (int k = 0; k < 9; k++) t[6 + k] = T.B[k];
-  cfd_wl_prefix_sum<32, 27>(lane, t);
-  cfd_awb_broadcast(t, 27, 31);
-  for (int k = 0; k < 6; k++) P->A[k] -= t[k], P->C[k] -= t[15 + k], Pb[k] += bt[k] + t[21 + k];
+  cfd_wl_prefix_sum<32, NT>(lane, t);
+  cfd_awb_broadcast(t, NT, 31);
+  for (int k = 0; k < 6; k++) P->A[k] -= t[k], P->C[k] -= t[15 + k];
+  if (BIAS)
+    for (int k = 0; k < 6; k++) Pb[k] += bt[k] + t[21 + k];
   for (int k = 0; k < 9; k++) P->B[k] -= t[6 + k];
   cfd_abw_add(P, Jt);
   return link && !ok;
@@ -411,9 +427,9 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
 // one chain or a few: each warp keeps its block's links in registers; the local parts of every
 // sweep run on all warps at once, the turns (the right-looking sweep, the accelerations' unit
 // triangular solve) warp after warp, handing over through shared memory. Returns this warp's
-// vote on a bad pivot. FACTORS: a split call's first half (aba_world_tau.h): tau ignored (zero),
-// the sweeps out and in, then each link's S, w, 1/d, su0 and c, each block's r_b and the state's
-// status written to factors instead of qacc (and false returned).
+// vote on a bad pivot. FACTORS: a split call's first half (aba_world_tau.h): the sweep out and the
+// inertias' part of the sweep in, then each link's factors, each block's r_b and the state's
+// status written to factors instead of qacc (and false returned); tau unused.
 #define CFD_AWB_MAX_WARPS 8
 
 template <bool FACTORS>
@@ -454,9 +470,9 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
   cfd_awb_out_world(c, i, a, m, r, &x);
   // in: the local parts at once, then the turns from the tip
   cfd_awb_in s;
-  double Jt[10], bt[6], w[6], su, inv_d;
-  cfd_awb_in_local(lane, x, link && !FACTORS ? tau[i] : 0,
-                   link ? c.armature[i] + (diag ? diag[i] : 0) : 1, &s, Jt, bt);
+  double Jt[10], bt[6], w[6], su, inv_d, ac[6];
+  cfd_awb_in_local<!FACTORS>(lane, x, link && !FACTORS ? tau[i] : 0,
+                             link ? c.armature[i] + (diag ? diag[i] : 0) : 1, &s, Jt, bt);
   bool bad = false;
   for (int b = blocks - 1; b >= 0; b--) {
     if (blk == b) {
@@ -466,8 +482,8 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
         for (int k = 0; k < 6; k++) P.A[k] = hand[k], P.C[k] = hand[15 + k], Pb[k] = hand[21 + k];
         for (int k = 0; k < 9; k++) P.B[k] = hand[6 + k];
       }
-      bad = cfd_awb_in_turn(lane, count, link, x, s, Jt, bt, b + 1 < blocks ? rb : NULL, &P, Pb, w,
-                            &su, &inv_d);
+      bad = cfd_awb_in_turn<!FACTORS>(lane, count, link, x, s, Jt, bt, b + 1 < blocks ? rb : NULL,
+                                      &P, Pb, w, &su, &inv_d, ac);
       __syncwarp();  // every lane has read hand
       if (lane == 0) {
         for (int k = 0; k < 6; k++) hand[k] = P.A[k], hand[15 + k] = P.C[k], hand[21 + k] = Pb[k];
@@ -479,9 +495,12 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
   if (FACTORS) {  // a split call's first half: the rest is the host's (aba_world_tau.h)
     if (link) {
       double* f = factors + (size_t)CFD_AWT_LINK_DOUBLES * i;
-      for (int k = 0; k < 6; k++) f[k] = x.S[k], f[6 + k] = w[k], f[14 + k] = x.c[k];
+      for (int k = 0; k < 6; k++) {
+        f[k] = x.S[k], f[6 + k] = w[k], f[14 + k] = x.c[k];
+        f[20 + k] = x.bias[k] + ac[k];
+      }
       f[12] = inv_d;
-      f[13] = su;
+      f[13] = cfd_dot6(x.S, x.bias);
     }
     if (lane == 0 && blk + 1 < blocks)
       for (int k = 0; k < 3; k++) factors[(size_t)CFD_AWT_LINK_DOUBLES * n + 3 * blk + k] = rb[k];

@@ -110,6 +110,8 @@ __device__ __forceinline__ double cfd_wl_turn(const double Y[6], const double Z[
 // tau - S.pA. The other lanes run along with a zero 1/d_j and change nothing: a branch around the
 // call cost the world-blocks kernel 13% (200 links, one warp: 92 against 80 us of kernel time).
 // (Unchanged holds for finite values; a non-finite U makes them NaN, where the result is NaN anyway.)
+// BIAS false: the inertias alone (u and Gj untouched; aba_world_blocks.cuh's split call).
+template <bool BIAS = true>
 __device__ __forceinline__ void cfd_wl_absorb(bool below, const double U[6], const double Gj[6],
                                               double ij, const double S[6], const double c[6],
                                               double Y[6], double Z[6], double* d, double* yc,
@@ -119,7 +121,7 @@ __device__ __forceinline__ void cfd_wl_absorb(bool below, const double U[6], con
   for (int k = 0; k < 6; k++) Y[k] -= U[k] * a, Z[k] -= U[k] * b;
   *d -= a * US;
   *yc -= b * US;
-  *u -= below ? cfd_dot6(Gj, S) : 0;
+  if (BIAS) *u -= below ? cfd_dot6(Gj, S) : 0;
 }
 
 // qacc of link `lane` for the instance whose link-`lane` values are q (the chain's coordinate),
