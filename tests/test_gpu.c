@@ -37,6 +37,20 @@ static void fill_random(cfd_rng* r, double* x, int count, double lo, double hi) 
   for (int k = 0; k < count; k++) x[k] = cfd_rng_uniform(r, lo, hi);
 }
 
+// B random states of c from seed (q, qd, tau and a joint-diagonal term ex, [B][n] each) and, when
+// ref is given, their reference qacc with ex.
+static void random_states(const cfd_chain* c, unsigned seed, int B, double* q, double* qd,
+                          double* tau, double* ex, double* ref) {
+  int n = c->n;
+  cfd_rng r = {seed};
+  fill_random(&r, q, B * n, -3.14, 3.14);
+  fill_random(&r, qd, B * n, -2, 2);
+  fill_random(&r, tau, B * n, -1, 1);
+  fill_random(&r, ex, B * n, 0, 0.1);
+  for (int b = 0; ref && b < B; b++)
+    cfd_fd_reference(c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
+}
+
 static void test_case(const gpu_case* tc) {
   char err[1024];
   mjModel* m = cfd_load_model(tc->model, err, sizeof err);
@@ -65,11 +79,7 @@ static void test_case(const gpu_case* tc) {
   size_t wsize = cfd_cfa_work_size(n) > cfd_abia_work_size(n) ? cfd_cfa_work_size(n) : cfd_abia_work_size(n);
   if (n <= 2048 && cfd_jsiia_work_size(n) > wsize) wsize = cfd_jsiia_work_size(n);
   double* work = malloc(sizeof(double) * wsize);
-  cfd_rng r = {77};
-  fill_random(&r, q, (int)total, -3.14, 3.14);
-  fill_random(&r, qd, (int)total, -2, 2);
-  fill_random(&r, tau, (int)total, -1, 1);
-  fill_random(&r, extra, (int)total, 0, 0.1);
+  random_states(&c, 77, Bmax, q, qd, tau, extra, NULL);
   for (int with_extra = 0; with_extra < 2; with_extra++) {
     const double* ex = with_extra ? extra : NULL;
     for (size_t b = 0; b < (size_t)Bmax; b++)
@@ -173,13 +183,7 @@ static void test_abia_variants(int quick) {
     int n = c.n, B = quick ? 37 : 1000;  // 37: the last block of the lanes kernel half idle
     double *q = malloc(sizeof(double) * 6 * B * n), *qd = q + B * n, *tau = qd + B * n;
     double *ex = tau + B * n, *ref = ex + B * n, *got = ref + B * n;
-    cfd_rng r = {91};
-    fill_random(&r, q, B * n, -3.14, 3.14);
-    fill_random(&r, qd, B * n, -2, 2);
-    fill_random(&r, tau, B * n, -1, 1);
-    fill_random(&r, ex, B * n, 0, 0.1);
-    for (int b = 0; b < B; b++)
-      cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
+    random_states(&c, 91, B, q, qd, tau, ex, ref);
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
     for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]) && g; v++) {
@@ -280,13 +284,7 @@ static void test_abia_scan(int quick) {
     double *ex = tau + Bmax * n, *ref = ex + Bmax * n, *got = ref + Bmax * n;
     double *twin = got + Bmax * n;
     double* work = malloc(sizeof(double) * cfd_abia_scan_work_size(n));
-    cfd_rng r = {92 + (unsigned)k};
-    fill_random(&r, q, Bmax * n, -3.14, 3.14);
-    fill_random(&r, qd, Bmax * n, -2, 2);
-    fill_random(&r, tau, Bmax * n, -1, 1);
-    fill_random(&r, ex, Bmax * n, 0, 0.1);
-    for (int b = 0; b < Bmax; b++)
-      cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex + b * n, ref + b * n);
+    random_states(&c, 92 + (unsigned)k, Bmax, q, qd, tau, ex, ref);
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
     for (int j = 0; j < 6 && g; j++) {

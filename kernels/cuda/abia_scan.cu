@@ -42,10 +42,7 @@ __device__ __forceinline__ void abs_mark(int profile, int* k) {
 int cfd_gpu_abia_scan_phases(double* us, int max) {
   unsigned long long t[64];
   if (cudaMemcpyFromSymbol(t, abs_marks, sizeof t)) return 0;
-  int k = 0;
-  for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
-    us[k] = (t[k + 1] - t[k]) * 1e-3;
-  return k;
+  return cfd_gpu_phases_from_marks(t, us, max);
 }
 
 // One scan over the nb elements in buf[cur], every thread of the cluster taking part; returns the

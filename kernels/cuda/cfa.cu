@@ -315,8 +315,5 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
 int cfd_gpu_cfa_phases(double* us, int max) {
   unsigned long long t[64];
   if (cudaMemcpyFromSymbol(t, cfa_marks, sizeof t)) return 0;
-  int k = 0;
-  for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
-    us[k] = (t[k + 1] - t[k]) * 1e-3;
-  return k;
+  return cfd_gpu_phases_from_marks(t, us, max);
 }

@@ -81,8 +81,10 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
 }
 
 static void abia_graph_free(cfd_gpu* g) {
-  if (g->split_graph) cudaGraphExecDestroy(g->split_graph);
-  g->split_graph = NULL;
+  for (int k = 0; k < 2; k++) {
+    if (g->split_graph[k]) cudaGraphExecDestroy(g->split_graph[k]);
+    g->split_graph[k] = NULL;
+  }
 }
 
 static void free_batch_buffers(cfd_gpu* g) {
@@ -438,11 +440,15 @@ static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra) {
 
 // The same five operations as one CUDA graph, captured once per (B, extra) and buffers: one
 // submission instead of five (about 14 us of host calls before the kernel starts, 200 links).
-// NULL when it cannot be had (then the operations go one by one).
+// Two are kept (chainfd_forward's one state and an Euler step's two, say, taking turns). NULL
+// when it cannot be had (then the operations go one by one).
 static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
-  if (g->split_graph && g->split_graph_B == B && g->split_graph_extra == extra) return g->split_graph;
-  if (g->split_graph) cudaGraphExecDestroy(g->split_graph);
-  g->split_graph = NULL;
+  for (int k = 0; k < 2; k++)
+    if (g->split_graph[k] && g->split_graph_B[k] == B && g->split_graph_extra[k] == extra)
+      return g->split_graph[k];
+  int slot = g->split_graph_next;
+  if (g->split_graph[slot]) cudaGraphExecDestroy(g->split_graph[slot]);
+  g->split_graph[slot] = NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal)) {
@@ -457,9 +463,10 @@ static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
     cudaGetLastError();
     return NULL;
   }
-  g->split_graph = exec;
-  g->split_graph_B = B;
-  g->split_graph_extra = extra;
+  g->split_graph[slot] = exec;
+  g->split_graph_B[slot] = B;
+  g->split_graph_extra[slot] = extra;
+  g->split_graph_next = slot ^ 1;
   return exec;
 }
 
@@ -623,6 +630,13 @@ void cfd_gpu_fd_cancel(cfd_gpu* g) {
 }
 
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }
+
+int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max) {
+  int k = 0;
+  for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
+    us[k] = (t[k + 1] - t[k]) * 1e-3;
+  return k;
+}
 
 void* cfd_gpu_host_alloc(size_t bytes) {
   void* p = NULL;

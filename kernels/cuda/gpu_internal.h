@@ -51,8 +51,8 @@ struct cfd_gpu {
   int pending_B, pending_extra;
   double* factors;      // ABIA split: page-locked, the factors of factors_held states
   int factors_held;
-  cudaGraphExec_t split_graph;  // ABIA split: begin's operations for split_graph_B states
-  int split_graph_B, split_graph_extra;
+  cudaGraphExec_t split_graph[2];  // ABIA split: begin's operations for split_graph_B[k] states
+  int split_graph_B[2], split_graph_extra[2], split_graph_next;
 };
 
 // Scratch doubles one instance needs for algorithm alg on n links.
@@ -75,6 +75,9 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
 cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
                                         const double* extra, double* factors);
+// Phase times (us) from a profiled kernel's 64 globaltimer marks, one per phase end: the
+// differences up to the first mark not written in order; returns how many (at most max).
+int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max);
 // ABIA as scans over blocks of links, a cluster of up to 16 thread blocks per instance
 // (abia_scan.cu)
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
