@@ -16,7 +16,7 @@
 //     (A: the acceleration of the link before, -gravity at the base)
 // the kernel's own recurrences (its right-looking sweep's u and G, then its unit triangular
 // solve); W and A cross from one block's origin to the next as the kernel moves what it hands
-// over (r_b = o_{b+1} - o_b).
+// over (r_b = o_{b+1} - o_b). CPU twin of the first half: cpu/abia_split_cpu.c.
 #ifndef CHAINFD_ABA_WORLD_TAU_H
 #define CHAINFD_ABA_WORLD_TAU_H
 

@@ -84,6 +84,17 @@ int cfd_fd_abia_scan_cpu(const cfd_chain* c, int links_per_block, const double* 
                          const double* qd, const double* tau, const double* extra_diag,
                          double* qacc, double* work);
 
+// The split call of cuda.abia (aba_world_tau.h) on the CPU: the first half's factors (about each
+// block's origin, as the GPU's world warps kernel writes them; jf: c is in joint frames, as
+// aba_world.h), then the host's second half. Its CPU twin: the factors' definitions and the second
+// half checked without a GPU. cfd_abia_split_factors_cpu writes one state's factors and status to
+// f (cfd_awt_doubles(n)), scratch in work.
+size_t cfd_abia_split_work_size(int n);
+int cfd_abia_split_factors_cpu(const cfd_chain* c, int jf, const double* q, const double* qd,
+                               const double* extra_diag, double* f, double* work);
+int cfd_fd_abia_split_cpu(const cfd_chain* c, int jf, const double* q, const double* qd,
+                          const double* tau, const double* extra_diag, double* qacc, double* work);
+
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
 // followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
 // CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).

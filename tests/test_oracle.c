@@ -212,8 +212,9 @@ static void test_aba_world(void) {
     double *v = malloc(sizeof(double) * (6 * n + CFD_ABW_LINK_DOUBLES * n));
     double *q = v, *qd = q + n, *tau = qd + n, *ex = tau + n, *a = ex + n, *ref = a + n;
     double* w = ref + n;
+    double* split_work = malloc(sizeof(double) * cfd_abia_split_work_size(n));
     cfd_rng r = {77 + k};
-    double worst = 0;
+    double worst = 0, worst_split = 0;
     for (int s = 0; s < 20; s++) {
       for (int i = 0; i < n; i++) {
         q[i] = cfd_rng_uniform(&r, -3.14, 3.14);
@@ -228,12 +229,28 @@ static void test_aba_world(void) {
         EXPECT(st == 0, "%s: world ABA (jf %d) status %d", spec, jf, st);
         double e = cfd_rel_err_inf(a, ref, n);
         if (!(e <= worst)) worst = e;
+        // the split call's twin: the factors about each block's origin, then the host's half
+        for (int i = 0; i < n; i++) a[i] = NAN;
+        st = cfd_fd_abia_split_cpu(jf ? &cj : &c, jf, q, qd, tau, s % 2 ? ex : NULL, a, split_work);
+        EXPECT(st == 0, "%s: split ABA (jf %d) status %d", spec, jf, st);
+        e = cfd_rel_err_inf(a, ref, n);
+        if (!(e <= worst_split)) worst_split = e;
       }
     }
-    printf("world ABA %s%s (n=%d): max_rel_err %.2e\n", spec,
-           pitched ? " pitched" : far ? " base 100 m away" : "", n, worst);
+    printf("world ABA %s%s (n=%d): max_rel_err %.2e, split %.2e\n", spec,
+           pitched ? " pitched" : far ? " base 100 m away" : "", n, worst, worst_split);
     EXPECT(worst <= (n <= 32 ? 1e-11 : 1e-9), "%s: world ABA vs reference %.3e", spec, worst);
+    EXPECT(worst_split <= (n <= 32 ? 1e-11 : 1e-9), "%s: split ABA vs reference %.3e", spec,
+           worst_split);
+    if (k == nm - 1) {  // a massless tip: the status says so, and qacc is not written
+      for (int j = 0; j < 36; j++) c.inertia[36 * (n - 1) + j] = 0;
+      c.armature[n - 1] = 0;
+      for (int i = 0; i < n; i++) a[i] = 5;
+      int st = cfd_fd_abia_split_cpu(&c, 0, q, qd, tau, NULL, a, split_work);
+      EXPECT(st == CFD_ERR_SINGULAR && a[0] == 5, "%s massless tip: split status %d", spec, st);
+    }
     free(v);
+    free(split_work);
     if (has_jf) cfd_chain_free(&cj);
     cfd_chain_free(&c);
     mj_deleteModel(m);
