@@ -79,6 +79,7 @@ static void test_case(const gpu_case* tc) {
   size_t wsize = cfd_cfa_work_size(n) > cfd_abia_work_size(n) ? cfd_cfa_work_size(n) : cfd_abia_work_size(n);
   if (n <= 2048 && cfd_jsiia_work_size(n) > wsize) wsize = cfd_jsiia_work_size(n);
   double* work = malloc(sizeof(double) * wsize);
+  double* split_work = malloc(sizeof(double) * cfd_abia_split_work_size(n));
   random_states(&c, 77, Bmax, q, qd, tau, extra, NULL);
   for (int with_extra = 0; with_extra < 2; with_extra++) {
     const double* ex = with_extra ? extra : NULL;
@@ -139,8 +140,15 @@ static void test_case(const gpu_case* tc) {
           double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
           if (!(eb <= es)) es = eb;
         }
-        printf("%-44s n=%-5d %-10s B=%-5d diag=%d split: max_rel_err=%.2e\n", tc->model, n,
-               cfd_gpu_algorithm_name(alg), B, with_extra, es);
+        // cuda.abia's split call against its CPU twin (cpu/abia_split_cpu.c), on the first state
+        double ets = -1;
+        if (alg == CFD_GPU_ABIA && cfd_gpu_fd_splits(g, B)) {
+          EXPECT(cfd_fd_abia_split_cpu(&c, 0, q, qd, tau, ex, twin, split_work) == 0, "split twin");
+          ets = cfd_rel_err_inf(got, twin, n);
+          EXPECT(ets <= tol, "%s cuda.abia B=%d split against its twin: %.3e", tc->model, B, ets);
+        }
+        printf("%-44s n=%-5d %-10s B=%-5d diag=%d split: max_rel_err=%.2e twin_err=%.2e\n",
+               tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, es, ets);
         EXPECT(es <= tol, "%s %s B=%d split: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg),
                B, es, tol);
       }
@@ -148,6 +156,7 @@ static void test_case(const gpu_case* tc) {
     }
   }
   free(q); free(qd); free(tau); free(extra); free(ref); free(got); free(twin); free(work);
+  free(split_work);
   cfd_chain_free(&c);
   mj_deleteModel(m);
 }
