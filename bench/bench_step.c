@@ -74,26 +74,33 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
   double *q = x, *qd = q + n, *tau = qd + n, *diag = tau + n, *a = diag + n, *b = a + n;
   cfd_rng rng = {5};
   for (int i = 0; i < n; i++) {
-    q[i] = start->qpos[i];  // a chain's dofs in order (the generated chains)
+    q[i] = start->qpos[i];  // a chain's dofs in order (the generated chains: nq = nv)
     qd[i] = start->qvel[i];
     tau[i] = cfd_rng_uniform(&rng, -1, 1);
     diag[i] = 0.01;
   }
   double t[7][51];
+  int failed = 0;
   for (int r = 0; r < 51; r++) {
     double t0 = now();
-    cfd_solver_fd(s, q, qd, tau, NULL, a);
+    failed |= cfd_solver_fd(s, q, qd, tau, NULL, a);
     double t1 = now();
-    cfd_solver_fd2(s, q, qd, tau, diag, a, b);
+    failed |= cfd_solver_fd2(s, q, qd, tau, diag, a, b);
     double t2 = now();
     t[4][r] = cfd_solver_kernel_ms(s) * 1e-3;
     int split = cfd_solver_begin(s, q, qd, diag) == 0;
     double t2b = now();
-    if (split) cfd_solver_finish(s, q, qd, tau, diag, a, b);
+    if (split) failed |= cfd_solver_finish(s, q, qd, tau, diag, a, b);
     double t3 = now();
     t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = split ? t3 - t2 : NAN;
     t[5][r] = t2b - t2, t[6][r] = t3 - t2b;
     t[3][r] = split ? cfd_solver_kernel_ms(s) * 1e-3 : NAN;
+  }
+  if (failed) {
+    printf("               solves: failed (%s)\n", cfd_solver_error(s, CFD_ERR_GPU));
+    free(x);
+    cfd_solver_free(s);
+    return;
   }
   for (int k = 0; k < 7; k++) qsort(t[k], 51, sizeof(double), cmp);
   printf("               solves: one state %.1f us, two %.1f (kernels %.1f)", t[0][25] * 1e6,

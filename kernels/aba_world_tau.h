@@ -30,7 +30,7 @@ enum { CFD_AWT_LINK_DOUBLES = 26 };  // per link: S 6, w 6, 1/d, beta, c 6, h 6
 // Doubles of one state's factors: n links, r_b for every block but the last, then the state's
 // status (a cfd_status, 0 when every pivot was positive).
 CFD_HD size_t cfd_awt_doubles(int n) {
-  return (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * (size_t)((n + CFD_AWT_BLOCK - 1) / CFD_AWT_BLOCK) + 1;
+  return (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * (size_t)((n - 1) / CFD_AWT_BLOCK) + 1;
 }
 
 CFD_HD int cfd_awt_status(int n, const double* f) { return (int)f[cfd_awt_doubles(n) - 1]; }

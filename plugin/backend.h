@@ -62,8 +62,8 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
                    const double* extra_diag, double* qacc, double* qacc_diag);
 // cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back ends that gain from it (cuda.cfa,
 // whose kinematics, bias forces and elimination factors need no forces; cuda.abia up to 256 links,
-// whose whole ABA runs with tau = 0 while the caller works, tau's share added on the host from
-// its factors: cfd_gpu_fd_begin in chainfd_batch.h): cfd_solver_begin takes
+// whose articulated inertias need none either, the sweeps that take tau then run on the host:
+// cfd_gpu_fd_begin in chainfd_batch.h): cfd_solver_begin takes
 // the state (and, with extra_diag, asks for fd2's two solves) and starts the GPU, then the caller
 // computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q, qd and
 // extra_diag are given again, as they are now: if any changed since begin, the solve is redone

@@ -56,10 +56,11 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 // cfd_gpu_fd_begin takes the states and starts what needs no tau, cfd_gpu_fd_finish takes tau
 // ([B][n]) and gives qacc as cfd_gpu_fd would (up to rounding). CFA: begin launches kinematics,
 // bias forces and the factors of the elimination, finish launches tau's solve through them.
-// ABIA on chains up to 256 links, B <= 64: begin launches the whole ABA with tau = 0 and brings
-// its factors down while the caller works, finish adds (M + diag)^-1 tau on the host from them,
-// two O(n) sweeps (aba_world_tau.h). Otherwise begin keeps the states on the host and finish is
-// cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
+// ABIA on chains up to 256 links that have joint frames (hinges and slides without pitch), B <=
+// 64: begin launches the sweep out and the articulated inertias' part of the sweep in and brings
+// their factors down while the caller works, finish runs the bias forces' and accelerations'
+// sweeps on the host from them and tau, two O(n) passes (aba_world_tau.h). Otherwise begin keeps
+// the states on the host and finish is cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
 // begin must end in finish or cancel; between them the context takes no other call. Returns as
 // cfd_gpu_fd; after a failed begin nothing is under way.
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,

@@ -262,6 +262,52 @@ static void test_abia_singular(void) {
   mj_deleteModel(m);
 }
 
+// cuda.abia's split call by each of its paths: its CUDA graphs, captured per (B, diagonal) and kept
+// two at a time (three keys in turn evict each other; a larger plain batch in between reallocates
+// the buffers the graphs hold), and the operations one by one (the path when no graph can be had).
+// Each against the plain call on the same states.
+static void test_abia_split_paths(void) {
+  char err[1024];
+  const char* model = "chain:40,random=1,seed=47,armature=0.02";
+  mjModel* m = cfd_load_model(model, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", model, err);
+  if (!m) return;
+  cfd_chain c;
+  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", model, err);
+  int n = c.n, Bmax = 16;
+  double *q = malloc(sizeof(double) * 6 * Bmax * n), *qd = q + Bmax * n, *tau = qd + Bmax * n;
+  double *ex = tau + Bmax * n, *want = ex + Bmax * n, *got = want + Bmax * n;
+  random_states(&c, 93, Bmax, q, qd, tau, ex, NULL);
+  cfd_gpu* g;
+  EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
+  // (B, with the diagonal): three keys, the first again, a plain batch of 16, then the first again
+  static const int keys[][2] = {{1, 0}, {2, 1}, {3, 0}, {1, 0}, {16, -1}, {1, 0}, {2, 1}};
+  for (int graphs = 1; graphs >= 0 && g; graphs--) {
+    cfd_gpu_split_graphs = graphs;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+      int B = keys[k][0], diag = keys[k][1] > 0;
+      const double* e = diag ? ex : NULL;
+      int st = cfd_gpu_fd(g, B, q, qd, tau, e, want, CFD_HOST, err, sizeof err);
+      EXPECT(st == 0, "plain B=%d: %s", B, err);
+      if (keys[k][1] < 0) continue;  // the plain batch only
+      for (int i = 0; i < B * n; i++) got[i] = NAN;
+      st = cfd_gpu_fd_begin(g, B, q, qd, e, err, sizeof err);
+      EXPECT(st == 0, "split begin (graphs %d) B=%d: %s", graphs, B, err);
+      if (!st) st = cfd_gpu_fd_finish(g, tau, got, err, sizeof err);
+      EXPECT(st == 0, "split finish (graphs %d) B=%d: %s", graphs, B, err);
+      double d = cfd_rel_err_inf(got, want, B * n);
+      printf("cuda.abia split, graphs %d, B=%d diag=%d: against the plain call %.2e\n", graphs, B,
+             diag, d);
+      EXPECT(d <= 1e-11, "split (graphs %d) B=%d diag=%d: %.3e", graphs, B, diag, d);
+    }
+  }
+  cfd_gpu_split_graphs = 1;
+  cfd_gpu_free(g);
+  free(q);
+  cfd_chain_free(&c);
+  mj_deleteModel(m);
+}
+
 // The scan kernel (abia_scan.cu) for several block lengths, on a chain with multi-joint bodies
 // (massless inner links, where no block may end) and slides, and on tiled chains up to 16,384
 // links: against the reference, and against its CPU twin (cfd_fd_abia_scan_cpu, the same blocks
@@ -466,6 +512,7 @@ int main(void) {
   test_abia_variants(quick && quick[0] == '1');
   test_abia_scan(quick && quick[0] == '1');
   test_abia_singular();
+  test_abia_split_paths();
   test_errors();
   TEST_EXIT();
 }

@@ -202,8 +202,9 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
 // 40, 128 47 against 52, 160 56 against 64, 256 84 against 97.
 #define ABIA_WW_MAX_B 64
 
-// FACTORS: a split call's first half (cfd_gpu_fd_begin: tau zero, the factors and each state's
-// status written, no qacc), compiled apart so that the plain kernel keeps its registers.
+// FACTORS: a split call's first half (cfd_gpu_fd_begin: the inertias alone, tau unused, the
+// factors and each state's status written, no qacc), compiled apart so that the plain kernel
+// keeps its registers.
 template <bool FACTORS>
 __global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
 abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,

@@ -419,14 +419,17 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return finish_batch(g, B, host, dqacc, qacc, err, err_size);
 }
 
+int cfd_gpu_split_graphs = 1;  // gpu_tuning.h
+
 // ABIA's split (aba_world_tau.h): the states (held at g->host by begin) up in one copy, the
-// sweeps out and in with tau = 0, the factors and each state's status down in one copy into
-// page-locked memory; finish waits for them and does the rest on the host.
-static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra) {
+// sweep out and the inertias' part of the sweep in, the factors and each state's status down in
+// one copy into page-locked memory; finish waits for them and does the rest on the host.
+// capturing: enqueued into a stream capture, where the events' records must be External to
+// become the graph's own event-record nodes (the flag is refused outside a capture).
+static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra, int capturing) {
   size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
   double* dq = g->staging;  // q, qd (and tau's stale slot, extra): one copy
-  // (External: in a stream capture, the records become the graph's own event-record nodes)
-  const unsigned rec = cudaEventRecordExternal;
+  const unsigned rec = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
   cudaError_t e = cudaMemcpyAsync(dq, g->host, (extra ? 4 : 2) * vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = cudaEventRecordWithFlags(g->start, g->stream, rec);
   if (!e) e = cfd_gpu_launch_abia_factors(g, B, dq, dq + bn, extra ? dq + 3 * bn : NULL, g->work);
@@ -438,14 +441,17 @@ static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra) {
   return e;
 }
 
-// The same five operations as one CUDA graph, captured once per (B, extra) and buffers: one
-// submission instead of five (about 14 us of host calls before the kernel starts, 200 links).
-// Two are kept (chainfd_forward's one state and an Euler step's two, say, taking turns). NULL
-// when it cannot be had (then the operations go one by one).
+// The same six operations as one CUDA graph, captured once per (B, extra) and buffers: one
+// submission instead of six (about 14 us of host calls before the kernel starts, 200 links).
+// Two are kept (chainfd_forward's one state and an Euler step's two, say, taking turns; the one
+// not used last goes first). NULL when it cannot be had (then the operations go one by one).
 static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
+  if (!cfd_gpu_split_graphs) return NULL;
   for (int k = 0; k < 2; k++)
-    if (g->split_graph[k] && g->split_graph_B[k] == B && g->split_graph_extra[k] == extra)
+    if (g->split_graph[k] && g->split_graph_B[k] == B && g->split_graph_extra[k] == extra) {
+      g->split_graph_next = k ^ 1;
       return g->split_graph[k];
+    }
   int slot = g->split_graph_next;
   if (g->split_graph[slot]) cudaGraphExecDestroy(g->split_graph[slot]);
   g->split_graph[slot] = NULL;
@@ -455,7 +461,7 @@ static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
     cudaGetLastError();
     return NULL;
   }
-  cudaError_t e = abia_begin_enqueue(g, B, extra);
+  cudaError_t e = abia_begin_enqueue(g, B, extra, 1);
   cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
   if (!e && !e2 && graph) e = cudaGraphInstantiate(&exec, graph, 0);
   if (graph) cudaGraphDestroy(graph);
@@ -485,9 +491,11 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
     g->factors_held = B;
   }
   cudaGraphExec_t graph = abia_begin_graph(g, B, g->pending_extra);
-  cudaError_t e = graph ? cudaGraphLaunch(graph, g->stream) : abia_begin_enqueue(g, B, g->pending_extra);
+  cudaError_t e = graph ? cudaGraphLaunch(graph, g->stream)
+                        : abia_begin_enqueue(g, B, g->pending_extra, 0);
   if (e) {
     cudaGetLastError();
+    if (graph) abia_graph_free(g);  // captured again next time
     g->pending = 0;
     cudaStreamSynchronize(g->stream);
     return fail(err, err_size, "starting a split batch", e);

@@ -70,8 +70,8 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
 // ABIA's split call (abia.cu): whether begin runs on the device for B states, and its launch,
-// the ABA's sweeps out and in with tau = 0 writing each state's factors and status
-// (aba_world_tau.h) at factors, a state every cfd_awt_doubles(n) doubles
+// the ABA's sweep out and the inertias' part of its sweep in, writing each state's factors and
+// status (aba_world_tau.h) at factors, a state every cfd_awt_doubles(n) doubles
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
 cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
                                         const double* extra, double* factors);
