@@ -1,6 +1,7 @@
 // chainfd-bench-step: chainfd_step against mj_step, side by side in one run, on the same model and
 // start state: median time per step over repetitions, for each back end (the GPU ones where a
-// device exists), n = 7 (the arm), 50, 200, 500, 1000. Also checks that the trajectories agree.
+// device exists), n = 7 (the arm), 50, 100, 200, 256, 300, 500, 1000. Also checks that the
+// trajectories agree.
 //
 //   build/bench/chainfd-bench-step [--steps K] [--json FILE]
 #define _GNU_SOURCE
@@ -124,9 +125,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // the issues' sizes, and around the GPU split's limit (256 links) for backend=auto's step table
   static const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml",
                                  "chain:50,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:100,random=1,seed=1,damping=0.5,armature=0.05",
                                  "chain:200,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:256,random=1,seed=1,damping=0.5,armature=0.05",
+                                 "chain:300,random=1,seed=1,damping=0.5,armature=0.05",
                                  "chain:500,random=1,seed=1,damping=0.5,armature=0.05",
                                  "chain:1000,random=1,seed=1,damping=0.5,armature=0.05"};
   static const char* backends[] = {"cpu.fast", "cpu.abia", "cpu.cfa", "cuda.abia", "cuda.jsiia",

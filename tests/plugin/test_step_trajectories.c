@@ -6,7 +6,8 @@
 // Bounds: max |qpos - qpos_mujoco| over the trajectory <= 1e-9 for the 7-dof arms (the issue's
 // bound); <= 1e-8 for the other models (longer, faster or stiffer chains amplify rounding more);
 // qvel within 100x those; and the rest of mjData that the step writes (act, time, qacc_warmstart,
-// sensordata, qfrc_actuator, actuator_force, energy) close as well.
+// sensordata, qfrc_actuator, actuator_force, energy) close as well. Between steps the state is
+// moved now and then and forward called, the same on both sides, as a caller may.
 // --gpu: the same for the GPU back ends (label gpu; exit 77, SKIPPED, without a CUDA device), whose
 // Euler and implicitfast steps solve with and without the joint diagonal in one batch of two.
 #include <math.h>
@@ -78,8 +79,22 @@ static void run_case(int ci, const model_case* mc) {
       mj_copyData(ref, m, start);
       mj_copyData(got, m, start);
       double dqpos = 0, dqvel = 0;
-      int steps = 0;
+      int steps = 0, forwards = 0;
       for (; steps < 100; steps++) {
+        // between steps, as a caller may: move the state (every 10th), or call forward (every 7th):
+        // a GPU back end's split begun at the end of the last step must then be redone or given up
+        for (int side = 0; side < 2 && steps % 10 == 5; side++) {
+          mjData* x = side ? got : ref;
+          x->qvel[0] += 1e-3;
+          x->qpos[m->nq - 1] -= 1e-3;
+        }
+        if (steps % 7 == 3) {
+          mj_forward(m, ref);
+          int status = chainfd_stepper_forward(s, m, got);
+          EXPECT(status == 0, "%s %s %s forward before step %d: %s", mc->source,
+                 integrators[k].name, name, steps, chainfd_last_error());
+          forwards++;
+        }
         mj_step(m, ref);
         int status = chainfd_stepper_step(s, m, got);
         EXPECT(status == 0, "%s %s %s step %d: %s", mc->source, integrators[k].name, name, steps,
@@ -112,8 +127,9 @@ static void run_case(int ci, const model_case* mc) {
              integrators[k].name, name);
       chainfd_stats st;
       chainfd_stepper_stats(s, &st);
-      EXPECT(st.steps_chainfd == 100 && st.steps_mujoco == 0, "%s: %lld chainfd steps, %lld MuJoCo",
-             name, st.steps_chainfd, st.steps_mujoco);
+      EXPECT(st.steps_chainfd == 100 + forwards && st.steps_mujoco == 0,
+             "%s: %lld chainfd steps and forwards, %lld MuJoCo", name, st.steps_chainfd,
+             st.steps_mujoco);
       chainfd_stepper_free(s);
     }
   }
