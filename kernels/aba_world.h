@@ -195,6 +195,17 @@ CFD_HD void cfd_abw_add(cfd_abw_inertia* I, const double J10[10]) {
   I->C[0] += m; I->C[1] += m; I->C[2] += m;
 }
 
+// IA -= w U^T for w = U / d: the rank-one update U U^T / d of the sweep in, on A and C's distinct
+// entries and on B
+CFD_HD void cfd_abw_sub_outer(cfd_abw_inertia* IA, const double w[6], const double U[6]) {
+  IA->A[0] -= w[0] * U[0]; IA->A[1] -= w[1] * U[1]; IA->A[2] -= w[2] * U[2];
+  IA->A[3] -= w[0] * U[1]; IA->A[4] -= w[0] * U[2]; IA->A[5] -= w[1] * U[2];
+  IA->C[0] -= w[3] * U[3]; IA->C[1] -= w[4] * U[4]; IA->C[2] -= w[5] * U[5];
+  IA->C[3] -= w[3] * U[4]; IA->C[4] -= w[3] * U[5]; IA->C[5] -= w[4] * U[5];
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++) IA->B[3 * r + k] -= w[r] * U[3 + k];
+}
+
 // qacc for one state; vectors and scratch as cfd_aba_core_ex (entries vstride and stride apart);
 // work holds CFD_ABW_LINK_DOUBLES * n entries. jf: c is in joint frames (cfd_abw_local).
 CFD_HD int cfd_aba_world(const cfd_chain* c, int jf, const double* q, const double* qd, const double* tau,
@@ -238,12 +249,7 @@ CFD_HD int cfd_aba_world(const cfd_chain* c, int jf, const double* q, const doub
     double Sqd[6], ci[6], Ic[6];
     for (int k = 0; k < 6; k++) Sqd[k] = Sw[k] * qdi;
     cfd_ad(V, Sqd, ci);
-    IA.A[0] -= w[0] * U[0]; IA.A[1] -= w[1] * U[1]; IA.A[2] -= w[2] * U[2];
-    IA.A[3] -= w[0] * U[1]; IA.A[4] -= w[0] * U[2]; IA.A[5] -= w[1] * U[2];
-    IA.C[0] -= w[3] * U[3]; IA.C[1] -= w[4] * U[4]; IA.C[2] -= w[5] * U[5];
-    IA.C[3] -= w[3] * U[4]; IA.C[4] -= w[3] * U[5]; IA.C[5] -= w[4] * U[5];
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) IA.B[3 * r + k] -= w[r] * U[3 + k];
+    cfd_abw_sub_outer(&IA, w, U);
     cfd_abw_mul(&IA, ci, Ic);
     for (int k = 0; k < 6; k++) pA[k] += Ic[k] + U[k] * su;
     // the parent's pose and velocity: T_{i-1} = T_i T_loc^-1, V_{i-1} = V_i - S_i qd_i

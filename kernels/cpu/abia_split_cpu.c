@@ -69,13 +69,7 @@ int cfd_abia_split_factors_cpu(const cfd_chain* c, int jf, const double* q, cons
     if (!(d > 0)) status = CFD_ERR_SINGULAR, d = 1;  // as the kernel: on with d = 1
     double inv = 1 / d, *w = F + 6;
     for (int k = 0; k < 6; k++) w[k] = U[k] * inv;
-    // IA^a = IA - U U^T / d, handed to the parent by addition (one origin for all)
-    IA.A[0] -= w[0] * U[0]; IA.A[1] -= w[1] * U[1]; IA.A[2] -= w[2] * U[2];
-    IA.A[3] -= w[0] * U[1]; IA.A[4] -= w[0] * U[2]; IA.A[5] -= w[1] * U[2];
-    IA.C[0] -= w[3] * U[3]; IA.C[1] -= w[4] * U[4]; IA.C[2] -= w[5] * U[5];
-    IA.C[3] -= w[3] * U[4]; IA.C[4] -= w[3] * U[5]; IA.C[5] -= w[4] * U[5];
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) IA.B[3 * r + k] -= w[r] * U[3 + k];
+    cfd_abw_sub_outer(&IA, w, U);  // IA^a, handed to the parent by addition (one origin for all)
     cfd_abw_mul(&IA, L + SPLIT_C, Ic);
     for (int k = 0; k < 6; k++) {
       F[k] = L[SPLIT_S + k], F[14 + k] = L[SPLIT_C + k];
