@@ -27,17 +27,30 @@
 #define CFD_AWT_BLOCK 32  // links per block, as the world-blocks kernel has them
 enum { CFD_AWT_LINK_DOUBLES = 26 };  // per link: S 6, w 6, 1/d, beta, c 6, h 6
 
-// Doubles of one state's factors: n links, r_b for every block but the last, then the state's
-// status (a cfd_status, 0 when every pivot was positive).
-CFD_HD size_t cfd_awt_doubles(int n) {
-  return (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * (size_t)((n - 1) / CFD_AWT_BLOCK) + 1;
+// A state's factors block by block, each block's links side by side: entry k of link i at
+// cfd_awt_at(i) + CFD_AWT_BLOCK * k, so that a warp writes each entry of its block's links as one
+// contiguous run (the kernel writes them straight into page-locked host memory, where runs
+// become few, full transfers). Then r_b for every block but the last, then the state's status
+// (a cfd_status, 0 when every pivot was positive).
+CFD_HD size_t cfd_awt_at(int i) {
+  return (size_t)(i / CFD_AWT_BLOCK) * CFD_AWT_BLOCK * CFD_AWT_LINK_DOUBLES + i % CFD_AWT_BLOCK;
 }
+
+CFD_HD size_t cfd_awt_rb(int n, int b) {
+  return (size_t)((n + CFD_AWT_BLOCK - 1) / CFD_AWT_BLOCK) * CFD_AWT_BLOCK * CFD_AWT_LINK_DOUBLES +
+         3 * (size_t)b;
+}
+
+CFD_HD size_t cfd_awt_doubles(int n) { return cfd_awt_rb(n, (n - 1) / CFD_AWT_BLOCK) + 1; }
 
 CFD_HD int cfd_awt_status(int n, const double* f) { return (int)f[cfd_awt_doubles(n) - 1]; }
 
-// A 6-vector dot product summed as a tree: the sweeps below wait on it once per link.
-static inline double cfd_awt_dot6(const double a[6], const double b[6]) {
-  return (a[0] * b[0] + a[1] * b[1]) + (a[2] * b[2] + a[3] * b[3]) + (a[4] * b[4] + a[5] * b[5]);
+// A 6-vector dot product of a (entries CFD_AWT_BLOCK apart, as the factors hold them) and b,
+// summed as a tree: the sweeps below wait on it once per link.
+static inline double cfd_awt_dot6(const double* a, const double b[6]) {
+  const int s = CFD_AWT_BLOCK;
+  return (a[0] * b[0] + a[s] * b[1]) + (a[2 * s] * b[2] + a[3 * s] * b[3]) +
+         (a[4 * s] * b[4] + a[5 * s] * b[5]);
 }
 
 // qacc (n each) of two states from their factors f[s], tau[s] and gravity, on the host. Each
@@ -46,6 +59,7 @@ static inline double cfd_awt_dot6(const double a[6], const double b[6]) {
 // twice, the second qacc to scratch (n doubles). qacc may not alias tau.
 static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* const tau[2],
                                  const double gravity[3], double* const qacc[2]) {
+  const int s32 = CFD_AWT_BLOCK;  // from one entry of a link to the next
   double W[2][6], A[2][6];
   for (int s = 0; s < 2; s++)
     for (int k = 0; k < 3; k++) W[s][k] = W[s][3 + k] = A[s][k] = 0, A[s][3 + k] = -gravity[k];
@@ -53,31 +67,31 @@ static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* 
   for (int b = last; b >= 0; b--) {
     for (int s = 0; s < 2 && b < last; s++) {  // W about o_{b+1} to about o_b: [m + r x f; f]
       double t[3];
-      cfd_cross(f[s] + (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * b, W[s] + 3, t);
+      cfd_cross(f[s] + cfd_awt_rb(n, b), W[s] + 3, t);
       for (int k = 0; k < 3; k++) W[s][k] += t[k];
     }
     int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
     for (int i = end - 1; i >= b * CFD_AWT_BLOCK; i--)
       for (int s = 0; s < 2; s++) {
-        const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
-        double u = tau[s][i] - L[13] - cfd_awt_dot6(L, W[s]);
-        for (int k = 0; k < 6; k++) W[s][k] += L[20 + k] + L[6 + k] * u;
-        qacc[s][i] = u * L[12];  // u / d, held until the sweep out
+        const double* L = f[s] + cfd_awt_at(i);
+        double u = tau[s][i] - L[13 * s32] - cfd_awt_dot6(L, W[s]);
+        for (int k = 0; k < 6; k++) W[s][k] += L[(20 + k) * s32] + L[(6 + k) * s32] * u;
+        qacc[s][i] = u * L[12 * s32];  // u / d, held until the sweep out
       }
   }
   for (int b = 0; b <= last; b++) {
     int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
     for (int i = b * CFD_AWT_BLOCK; i < end; i++)
       for (int s = 0; s < 2; s++) {
-        const double* L = f[s] + (size_t)CFD_AWT_LINK_DOUBLES * i;
-        for (int k = 0; k < 6; k++) A[s][k] += L[14 + k];
-        double qa = qacc[s][i] - cfd_awt_dot6(L + 6, A[s]);
-        for (int k = 0; k < 6; k++) A[s][k] += L[k] * qa;
+        const double* L = f[s] + cfd_awt_at(i);
+        for (int k = 0; k < 6; k++) A[s][k] += L[(14 + k) * s32];
+        double qa = qacc[s][i] - cfd_awt_dot6(L + 6 * s32, A[s]);
+        for (int k = 0; k < 6; k++) A[s][k] += L[k * s32] * qa;
         qacc[s][i] = qa;
       }
     for (int s = 0; s < 2 && b < last; s++) {  // A about o_b to about o_{b+1}: [w; v + w x r]
       double t[3];
-      cfd_cross(A[s], f[s] + (size_t)CFD_AWT_LINK_DOUBLES * n + 3 * b, t);
+      cfd_cross(A[s], f[s] + cfd_awt_rb(n, b), t);
       for (int k = 0; k < 3; k++) A[s][3 + k] += t[k];
     }
   }

@@ -61,8 +61,7 @@ int cfd_abia_split_factors_cpu(const cfd_chain* c, int jf, const double* q, cons
   int status = CFD_OK;
   for (int i = n - 1; i >= 0; i--) {
     const double* L = work + (size_t)SPLIT_LINK * i;
-    double* F = f + (size_t)CFD_AWT_LINK_DOUBLES * i;
-    double U[6], Ic[6];
+    double F[CFD_AWT_LINK_DOUBLES], U[6], Ic[6];
     cfd_abw_add(&IA, L + SPLIT_J);
     cfd_abw_mul(&IA, L + SPLIT_S, U);
     double d = cfd_dot6(L + SPLIT_S, U) + c->armature[i] + (extra_diag ? extra_diag[i] : 0);
@@ -83,11 +82,12 @@ int cfd_abia_split_factors_cpu(const cfd_chain* c, int jf, const double* q, cons
     twist_about(o, F + 14);
     wrench_about(o, F + 6);
     wrench_about(o, F + 20);
+    for (int k = 0; k < CFD_AWT_LINK_DOUBLES; k++) f[cfd_awt_at(i) + CFD_AWT_BLOCK * k] = F[k];
   }
   for (int b = 0; b + 1 < nb; b++) {  // r_b = o_{b+1} - o_b
     const double *o0 = work + (size_t)SPLIT_LINK * middle(n, b) + SPLIT_P,
                  *o1 = work + (size_t)SPLIT_LINK * middle(n, b + 1) + SPLIT_P;
-    for (int k = 0; k < 3; k++) f[(size_t)CFD_AWT_LINK_DOUBLES * n + 3 * b + k] = o1[k] - o0[k];
+    for (int k = 0; k < 3; k++) f[cfd_awt_rb(n, b) + k] = o1[k] - o0[k];
   }
   f[cfd_awt_doubles(n) - 1] = status;
   return status;

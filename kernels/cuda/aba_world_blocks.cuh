@@ -428,8 +428,9 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
 // sweep run on all warps at once, the turns (the right-looking sweep, the accelerations' unit
 // triangular solve) warp after warp, handing over through shared memory. Returns this warp's
 // vote on a bad pivot. FACTORS: a split call's first half (aba_world_tau.h): the sweep out and the
-// inertias' part of the sweep in, then each link's factors, each block's r_b and the state's
-// status written to factors instead of qacc (and false returned); tau unused.
+// inertias' part of the sweep in, then each link's factors (each block's as soon as its turn
+// ends), each block's r_b and the state's status written to factors instead of qacc (and false
+// returned; factors may be page-locked host memory, the writes fenced system-wide); tau unused.
 #define CFD_AWB_MAX_WARPS 8
 
 template <bool FACTORS>
@@ -489,21 +490,23 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
         for (int k = 0; k < 6; k++) hand[k] = P.A[k], hand[15 + k] = P.C[k], hand[21 + k] = Pb[k];
         for (int k = 0; k < 9; k++) hand[6 + k] = P.B[k];
       }
+      if (FACTORS && link) {  // the block's factors are final: on their way while the others turn
+        double* f = factors + cfd_awt_at(i);
+        const int s32 = CFD_AWT_BLOCK;
+        for (int k = 0; k < 6; k++) {
+          f[k * s32] = x.S[k], f[(6 + k) * s32] = w[k], f[(14 + k) * s32] = x.c[k];
+          f[(20 + k) * s32] = x.bias[k] + ac[k];
+        }
+        f[12 * s32] = inv_d;
+        f[13 * s32] = cfd_dot6(x.S, x.bias);
+      }
     }
     __syncthreads();
   }
   if (FACTORS) {  // a split call's first half: the rest is the host's (aba_world_tau.h)
-    if (link) {
-      double* f = factors + (size_t)CFD_AWT_LINK_DOUBLES * i;
-      for (int k = 0; k < 6; k++) {
-        f[k] = x.S[k], f[6 + k] = w[k], f[14 + k] = x.c[k];
-        f[20 + k] = x.bias[k] + ac[k];
-      }
-      f[12] = inv_d;
-      f[13] = cfd_dot6(x.S, x.bias);
-    }
     if (lane == 0 && blk + 1 < blocks)
-      for (int k = 0; k < 3; k++) factors[(size_t)CFD_AWT_LINK_DOUBLES * n + 3 * blk + k] = rb[k];
+      for (int k = 0; k < 3; k++) factors[cfd_awt_rb(n, blk) + k] = rb[k];
+    __threadfence_system();  // this thread's factors before the status (the caller's done flag)
     bad = __syncthreads_or(bad);
     if (threadIdx.x == 0) factors[cfd_awt_doubles(n) - 1] = bad ? CFD_ERR_SINGULAR : 0;
     return false;

@@ -204,17 +204,28 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
 
 // FACTORS: a split call's first half (cfd_gpu_fd_begin: the inertias alone, tau unused, the
 // factors and each state's status written, no qacc), compiled apart so that the plain kernel
-// keeps its registers.
+// keeps its registers. Its q, qd, extra, factors and done are page-locked host memory: the
+// kernel reads the states and writes the factors across the bus itself, and done[3 b] = seq
+// tells the host that state b's are there, with no copies and no event between (cfd_gpu_fd_begin
+// and _finish).
 template <bool FACTORS>
 __global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
 abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
                         const double* __restrict__ qd, const double* __restrict__ tau,
                         const double* __restrict__ extra, double* __restrict__ qacc, int* error,
-                        double* __restrict__ factors) {
+                        double* __restrict__ factors, unsigned long long* done,
+                        unsigned long long seq) {
   long b = blockIdx.x, o = b * c.n;
+  unsigned long long t0 = FACTORS ? cfd_gpu_clock_ns() : 0;
   bool bad = cfd_awb_qacc_warps<FACTORS>(c, q + o, qd + o, FACTORS ? NULL : tau + o,
                                          extra ? extra + o : NULL, FACTORS ? NULL : qacc + o,
                                          FACTORS ? factors + b * cfd_awt_doubles(c.n) : NULL);
+  if (FACTORS && threadIdx.x == 0) {  // every thread's factors are out (fenced, then a barrier)
+    done[3 * b + 1] = t0;
+    done[3 * b + 2] = cfd_gpu_clock_ns();
+    __threadfence_system();
+    *(volatile unsigned long long*)(done + 3 * b) = seq;
+  }
   if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
 }
 
@@ -253,13 +264,14 @@ static int abia_variant(const cfd_gpu* g, int B) {
 // (aba_world_tau.h, O(n) per state), with no second launch and no second round trip.
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
   int v = abia_variant(g, B);
-  return B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
+  return g->maps_host && B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
 }
 
 cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
-                                        const double* extra, double* factors) {
+                                        const double* extra, double* factors,
+                                        unsigned long long* done, unsigned long long seq) {
   abia_world_warps_kernel<true><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
-      g->chain_jf, B, q, qd, NULL, extra, NULL, NULL, factors);
+      g->chain_jf, B, q, qd, NULL, extra, NULL, NULL, factors, done, seq);
   return cudaGetLastError();
 }
 
@@ -271,7 +283,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
   if (variant == 9)
     abia_world_warps_kernel<false><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
-        g->chain_jf, B, q, qd, tau, extra, qacc, error, NULL);
+        g->chain_jf, B, q, qd, tau, extra, qacc, error, NULL, NULL, 0);
   else if (variant == 8)
     abia_world_blocks_kernel<<<B, 32, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, extra, qacc,
                                                       g->work, error);

@@ -31,11 +31,7 @@ __device__ unsigned long long abs_marks[64];
 
 // the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0
 __device__ __forceinline__ void abs_mark(int profile, int* k) {
-  if (profile && blockIdx.x == 0 && threadIdx.x == 0 && *k < 64) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    abs_marks[*k] = t;
-  }
+  if (profile && blockIdx.x == 0 && threadIdx.x == 0 && *k < 64) abs_marks[*k] = cfd_gpu_clock_ns();
   (*k)++;
 }
 

@@ -32,11 +32,7 @@ __device__ unsigned long long cfa_marks[64];
 // the GPU's nanosecond clock, read by one thread at the end of each phase when profiling
 __device__ __forceinline__ void cfa_mark(int profile, int gt, int* k) {
   if (!profile) return;
-  if (gt == 0 && blockIdx.x == 0 && *k < 64) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    cfa_marks[*k] = t;
-  }
+  if (gt == 0 && blockIdx.x == 0 && *k < 64) cfa_marks[*k] = cfd_gpu_clock_ns();
   (*k)++;
 }
 

@@ -80,15 +80,8 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   return 0;
 }
 
-static void abia_graph_free(cfd_gpu* g) {
-  for (int k = 0; k < 2; k++) {
-    if (g->split_graph[k]) cudaGraphExecDestroy(g->split_graph[k]);
-    g->split_graph[k] = NULL;
-  }
-}
-
 static void free_batch_buffers(cfd_gpu* g) {
-  abia_graph_free(g);  // it holds the buffers' addresses
+  if (g->stream) cudaStreamSynchronize(g->stream);  // a split kernel may still read g->host
   cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
   g->staging = g->host = g->bias = g->resid = g->work = NULL;
@@ -110,6 +103,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   free(g->scan_can_end);
   cudaFreeHost(g->status);
   cudaFreeHost(g->factors);
+  cudaFreeHost(g->split_done);
   if (g->solver) cusolverDnDestroy(g->solver);
   if (g->start) cudaEventDestroy(g->start);
   if (g->stop) cudaEventDestroy(g->stop);
@@ -209,6 +203,10 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   if (!e) e = cudaEventCreate(&g->stop);
   if (!e) e = cudaEventCreateWithFlags(&g->copied, cudaEventDisableTiming);
   if (!e) e = cudaMallocHost((void**)&g->status, sizeof(int));
+  int uva = 0, maps = 0;
+  if (!e) e = cudaDeviceGetAttribute(&uva, cudaDevAttrUnifiedAddressing, device);
+  if (!e) e = cudaDeviceGetAttribute(&maps, cudaDevAttrCanMapHostMemory, device);
+  g->maps_host = uva && maps;  // page-locked memory then has one address on both sides
   if (!e) e = cfd_gpu_chain_upload(c, alg == CFD_GPU_ABIA, &g->chain, &g->chain_jf);
   if (!e && alg == CFD_GPU_CFA) {
     e = upload(&g->jinv, jinv, 36 * (size_t)n);
@@ -419,83 +417,38 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return finish_batch(g, B, host, dqacc, qacc, err, err_size);
 }
 
-int cfd_gpu_split_graphs = 1;  // gpu_tuning.h
-
-// ABIA's split (aba_world_tau.h): the states (held at g->host by begin) up in one copy, the
-// sweep out and the inertias' part of the sweep in, the factors and each state's status down in
-// one copy into page-locked memory; finish waits for them and does the rest on the host.
-// capturing: enqueued into a stream capture, where the events' records must be External to
-// become the graph's own event-record nodes (the flag is refused outside a capture).
-static cudaError_t abia_begin_enqueue(cfd_gpu* g, int B, int extra, int capturing) {
-  size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
-  double* dq = g->staging;  // q, qd (and tau's stale slot, extra): one copy
-  const unsigned rec = capturing ? cudaEventRecordExternal : cudaEventRecordDefault;
-  cudaError_t e = cudaMemcpyAsync(dq, g->host, (extra ? 4 : 2) * vec, cudaMemcpyHostToDevice, g->stream);
-  if (!e) e = cudaEventRecordWithFlags(g->start, g->stream, rec);
-  if (!e) e = cfd_gpu_launch_abia_factors(g, B, dq, dq + bn, extra ? dq + 3 * bn : NULL, g->work);
-  if (!e) e = cudaEventRecordWithFlags(g->stop, g->stream, rec);
-  if (!e)
-    e = cudaMemcpyAsync(g->factors, g->work, sizeof(double) * cfd_awt_doubles(g->n) * B,
-                        cudaMemcpyDeviceToHost, g->stream);
-  if (!e) e = cudaEventRecordWithFlags(g->copied, g->stream, rec);
-  return e;
-}
-
-// The same six operations as one CUDA graph, captured once per (B, extra) and buffers: one
-// submission instead of six (about 14 us of host calls before the kernel starts, 200 links).
-// Two are kept (chainfd_forward's one state and an Euler step's two, say, taking turns; the one
-// not used last goes first). NULL when it cannot be had (then the operations go one by one).
-static cudaGraphExec_t abia_begin_graph(cfd_gpu* g, int B, int extra) {
-  if (!cfd_gpu_split_graphs) return NULL;
-  for (int k = 0; k < 2; k++)
-    if (g->split_graph[k] && g->split_graph_B[k] == B && g->split_graph_extra[k] == extra) {
-      g->split_graph_next = k ^ 1;
-      return g->split_graph[k];
-    }
-  int slot = g->split_graph_next;
-  if (g->split_graph[slot]) cudaGraphExecDestroy(g->split_graph[slot]);
-  g->split_graph[slot] = NULL;
-  cudaGraph_t graph = NULL;
-  cudaGraphExec_t exec = NULL;
-  if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal)) {
-    cudaGetLastError();
-    return NULL;
-  }
-  cudaError_t e = abia_begin_enqueue(g, B, extra, 1);
-  cudaError_t e2 = cudaStreamEndCapture(g->stream, &graph);
-  if (!e && !e2 && graph) e = cudaGraphInstantiate(&exec, graph, 0);
-  if (graph) cudaGraphDestroy(graph);
-  if (e || e2 || !exec) {
-    cudaGetLastError();
-    return NULL;
-  }
-  g->split_graph[slot] = exec;
-  g->split_graph_B[slot] = B;
-  g->split_graph_extra[slot] = extra;
-  g->split_graph_next = slot ^ 1;
-  return exec;
-}
-
-// Falls back to holding the states (pending 1) when the factors' host memory cannot be had.
+// ABIA's split (aba_world_tau.h): one launch of the kernel that reads the states where begin
+// left them (g->host, page-locked), runs the sweep out and the inertias' part of the sweep in,
+// and writes the factors, each state's status and a done flag into page-locked memory itself;
+// finish waits for the flags and does the rest on the host. No copy, event or graph in between:
+// at 200 links these cost about 14 us of a 77 us call (begin's host calls, the copies' latency).
+// Falls back to holding the states (pending 1) when the page-locked memory cannot be had.
 static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   int n = g->n;
+  size_t bn = (size_t)B * n;
   if (B > g->factors_held) {
-    abia_graph_free(g);  // it copies into the old buffer
+    cudaStreamSynchronize(g->stream);  // the last split kernel's final writes
     cudaFreeHost(g->factors);
+    cudaFreeHost(g->split_done);
     g->factors = NULL;
+    g->split_done = NULL;
     g->factors_held = 0;
-    if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) * B + n))) {  // + a qacc's scratch
+    if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) * B + n)) ||  // + a qacc's scratch
+        cudaMallocHost(&g->split_done, sizeof(unsigned long long) * 3 * B)) {
       cudaGetLastError();
+      cudaFreeHost(g->factors);
+      g->factors = NULL;
       return 0;  // the plain path at finish
     }
+    memset(g->split_done, 0, sizeof(unsigned long long) * 3 * B);
     g->factors_held = B;
   }
-  cudaGraphExec_t graph = abia_begin_graph(g, B, g->pending_extra);
-  cudaError_t e = graph ? cudaGraphLaunch(graph, g->stream)
-                        : abia_begin_enqueue(g, B, g->pending_extra, 0);
+  g->split_seq++;
+  cudaError_t e = cfd_gpu_launch_abia_factors(g, B, g->host, g->host + bn,
+                                              g->pending_extra ? g->host + 3 * bn : NULL,
+                                              g->factors, g->split_done, g->split_seq);
   if (e) {
     cudaGetLastError();
-    if (graph) abia_graph_free(g);  // captured again next time
     g->pending = 0;
     cudaStreamSynchronize(g->stream);
     return fail(err, err_size, "starting a split batch", e);
@@ -504,12 +457,35 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   return 0;
 }
 
+// Until every state's done flag holds this call's number. The stream is asked now and then, so
+// that a kernel that failed, or ended without its flags, is an error rather than a hang.
+static cudaError_t abia_wait(cfd_gpu* g, int B) {
+  const unsigned long long seq = g->split_seq;
+  for (int b = 0; b < B; b++)
+    for (unsigned spin = 1; __atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) != seq; spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (spin % 1024) continue;
+      cudaError_t e = cudaStreamQuery(g->stream);
+      if (e == cudaErrorNotReady) continue;
+      if (e) return e;
+      if (__atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) != seq) return cudaErrorUnknown;
+    }
+  return cudaSuccess;
+}
+
 // finish for pending 3: each state's qacc from its factors and tau, once they are down
 static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
   int n = g->n, B = g->pending_B;
-  cudaError_t e = cudaEventSynchronize(g->copied);
+  cudaError_t e = abia_wait(g, B);
   if (e) {
     cudaGetLastError();
+    cudaStreamSynchronize(g->stream);
+    if (e == cudaErrorUnknown) {
+      snprintf(err, err_size, "%s: the split kernel ended without its factors", cfd_gpu_algorithm_name(g->alg));
+      return 1;
+    }
     return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   }
   size_t per = cfd_awt_doubles(n);
@@ -520,10 +496,12 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
       return 1;
     }
   }
-  if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) {  // timing only
-    g->last_ms = 0;
-    cudaGetLastError();
+  unsigned long long t0 = ~0ull, t1 = 0;  // the kernel's time: its first start to its last end
+  for (int b = 0; b < B; b++) {
+    if (g->split_done[3 * b + 1] < t0) t0 = g->split_done[3 * b + 1];
+    if (g->split_done[3 * b + 2] > t1) t1 = g->split_done[3 * b + 2];
   }
+  g->last_ms = t1 > t0 ? (float)((t1 - t0) * 1e-6) : 0;
   for (int b = 0; b < B; b += 2) {  // two states at a time (the last with itself when B is odd)
     int b1 = b + 1 < B ? b + 1 : b;
     const double* f[2] = {g->factors + per * b, g->factors + per * b1};

@@ -49,10 +49,12 @@ struct cfd_gpu {
   int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on
                         // the device (CFA), 3 factors on their way to the host (ABIA)
   int pending_B, pending_extra;
-  double* factors;      // ABIA split: page-locked, the factors of factors_held states
+  double* factors;      // ABIA split: page-locked, the factors of factors_held states (+ n)
   int factors_held;
-  cudaGraphExec_t split_graph[2];  // ABIA split: begin's operations for split_graph_B[k] states
-  int split_graph_B[2], split_graph_extra[2], split_graph_next;
+  unsigned long long* split_done;  // ABIA split: page-locked, per state the call's number and
+                                   // the kernel's start and end (globaltimer ns)
+  unsigned long long split_seq;    // the last split call's number (from 1)
+  int maps_host;                   // kernels may read and write page-locked host memory
 };
 
 // Scratch doubles one instance needs for algorithm alg on n links.
@@ -70,11 +72,14 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
 // ABIA's split call (abia.cu): whether begin runs on the device for B states, and its launch,
-// the ABA's sweep out and the inertias' part of its sweep in, writing each state's factors and
-// status (aba_world_tau.h) at factors, a state every cfd_awt_doubles(n) doubles
+// the ABA's sweep out and the inertias' part of its sweep in. q, qd, extra, factors and done may
+// be page-locked host memory: it writes each state's factors and status (aba_world_tau.h) at
+// factors, a state every cfd_awt_doubles(n) doubles, then done[3 b] = seq once state b's are
+// there for the host to read, with its start and end times in done[3 b + 1], done[3 b + 2].
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
 cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
-                                        const double* extra, double* factors);
+                                        const double* extra, double* factors,
+                                        unsigned long long* done, unsigned long long seq);
 // Phase times (us) from a profiled kernel's 64 globaltimer marks, one per phase end: the
 // differences up to the first mark not written in order; returns how many (at most max).
 int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max);
@@ -119,6 +124,13 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
 void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf);
 
 #ifdef __CUDACC__
+// The GPU's nanosecond clock (one for all SMs)
+__device__ __forceinline__ unsigned long long cfd_gpu_clock_ns(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // The model's arrays copied into shared memory (model: CFD_MODEL_SHARED_DOUBLES(n)) by the block's
 // threads; c's pointers then point there. The caller synchronises the block after.
 #define CFD_MODEL_SHARED_DOUBLES(n) ((size_t)55 * (n))  // home_R, home_p, screw, inertia, armature

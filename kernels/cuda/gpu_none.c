@@ -10,7 +10,6 @@ int cfd_gpu_cfa_cluster = 0;
 int cfd_gpu_rollout_lanes = 1;
 int cfd_gpu_rollout_world = 1;
 int cfd_gpu_lanes_xch = 1;
-int cfd_gpu_split_graphs = 1;
 int cfd_gpu_cfa_profile = 0;
 int cfd_gpu_abia_variant = 0;
 int cfd_gpu_abia_scan_links = 0;

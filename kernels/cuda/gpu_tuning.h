@@ -48,9 +48,6 @@ extern int cfd_gpu_rollout_world;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).
 extern int cfd_gpu_lanes_xch;
-// ABIA's split call (cfd_gpu_fd_begin): its operations as one CUDA graph (1, the default) or one by
-// one (0, the path taken when a graph cannot be had).
-extern int cfd_gpu_split_graphs;
 
 #ifdef __cplusplus
 }
