@@ -4,8 +4,10 @@
 // The judge is cfd_fd_reference (high-precision, itself checked against MuJoCo by chainfd check);
 // each GPU back end's distance to its CPU twin is printed too. Chains longer than MuJoCo compiles
 // (depth 1023) repeat the links of a generated 1000-link chain (cfd_chain_tile).
+#define _POSIX_C_SOURCE 200809L  // nanosleep
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "chain_gen.h"
@@ -262,10 +264,23 @@ static void test_abia_singular(void) {
   mj_deleteModel(m);
 }
 
-// cuda.abia's split call, whose kernel reads the states from and writes the factors and done flags
-// to page-locked memory: batches that grow its buffers, a larger plain batch in between that
-// reallocates the states' buffer, each call twice in a row; against the plain call on the same
-// states, and its kernel time (from the kernel's own clock) reported.
+// One split call of B states against want (the plain call's qacc): its distance, or 1 on an error
+static double split_once(cfd_gpu* g, int n, int B, const double* q, const double* qd,
+                         const double* tau, const double* ex, const double* want, double* got) {
+  char err[1024];
+  for (int i = 0; i < B * n; i++) got[i] = NAN;
+  int st = cfd_gpu_fd_begin(g, B, q, qd, ex, err, sizeof err);
+  if (!st) st = cfd_gpu_fd_finish(g, tau, got, err, sizeof err);
+  EXPECT(st == 0, "split B=%d: %s", B, err);
+  return st ? 1 : cfd_rel_err_inf(got, want, B * n);
+}
+
+// cuda.abia's split call, whose kernel stays resident between calls and talks to the host through
+// page-locked memory: batches that grow its buffers and change its grid, a larger plain batch in
+// between (which stops it, and reallocates the states' buffer it reads), each call twice in a row;
+// then calls after gaps around the kernel's idle time (2 ms: it leaves, and may leave just as a
+// call comes, which finish must notice and launch it again), and a cancelled call. Each against
+// the plain call on the same states, and its kernel time (the kernel's own clock) reported.
 static void test_abia_split_paths(void) {
   char err[1024];
   const char* model = "chain:40,random=1,seed=47,armature=0.02";
@@ -280,8 +295,7 @@ static void test_abia_split_paths(void) {
   random_states(&c, 93, Bmax, q, qd, tau, ex, NULL);
   cfd_gpu* g;
   EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
-  // (B, with the diagonal): the split's buffers grown twice, a plain batch of 16 (the states'
-  // page-locked buffer, which the split kernel reads, reallocated), then small batches again
+  // (B, with the diagonal): the buffers grown twice, a plain batch of 16, small batches again
   static const int keys[][2] = {{1, 0}, {2, 1}, {3, 0}, {1, 0}, {16, -1}, {1, 0}, {2, 1}};
   for (size_t k = 0; g && k < sizeof keys / sizeof keys[0]; k++) {
     int B = keys[k][0], diag = keys[k][1] > 0;
@@ -290,17 +304,37 @@ static void test_abia_split_paths(void) {
     EXPECT(st == 0, "plain B=%d: %s", B, err);
     if (keys[k][1] < 0) continue;  // the plain batch only
     for (int rep = 0; rep < 2; rep++) {  // twice: the second call's done flags follow the first's
-      for (int i = 0; i < B * n; i++) got[i] = NAN;
-      st = cfd_gpu_fd_begin(g, B, q, qd, e, err, sizeof err);
-      EXPECT(st == 0, "split begin B=%d: %s", B, err);
-      if (!st) st = cfd_gpu_fd_finish(g, tau, got, err, sizeof err);
-      EXPECT(st == 0, "split finish B=%d: %s", B, err);
-      double d = cfd_rel_err_inf(got, want, B * n), ms = cfd_gpu_last_kernel_ms(g);
+      double d = split_once(g, n, B, q, qd, tau, e, want, got), ms = cfd_gpu_last_kernel_ms(g);
       printf("cuda.abia split, B=%d diag=%d: against the plain call %.2e (kernel %.1f us)\n", B,
              diag, d, 1e3 * ms);
       EXPECT(d <= 1e-11, "split B=%d diag=%d: %.3e", B, diag, d);
       EXPECT(ms > 0 && ms < 1e3, "split B=%d: kernel time %g ms", B, ms);
     }
+  }
+  // ten calls in a row: one launch at most (the last key's plain call stopped the kernel)
+  int launches = g ? cfd_gpu_split_launches(g) : 0;
+  for (int k = 0; g && k < 10; k++)
+    EXPECT(split_once(g, n, 2, q, qd, tau, ex, want, got) <= 1e-11, "split %d in a row", k);
+  if (g) {
+    launches = cfd_gpu_split_launches(g) - launches;
+    printf("cuda.abia split, ten calls in a row: %d launch(es)\n", launches);
+    EXPECT(launches <= 1, "the split kernel was launched %d times for ten calls", launches);
+  }
+  // the last key's states (B = 2, the diagonal) after gaps of 1.8 to 2.2 ms, then 5 ms
+  double worst = 0;
+  for (int gap = 1800; g && gap <= 2225; gap += 25) {
+    struct timespec t = {0, 1000L * (gap > 2200 ? 5000 : gap)};
+    nanosleep(&t, NULL);
+    double d = split_once(g, n, 2, q, qd, tau, ex, want, got);
+    if (d > worst) worst = d;
+  }
+  printf("cuda.abia split after gaps of 1.8 to 5 ms: against the plain call %.2e\n", worst);
+  EXPECT(worst <= 1e-11, "split after gaps: %.3e", worst);
+  if (g) {  // a cancelled call, then one to its end
+    EXPECT(cfd_gpu_fd_begin(g, 2, q, qd, ex, err, sizeof err) == 0, "%s", err);
+    cfd_gpu_fd_cancel(g);
+    double d = split_once(g, n, 2, q, qd, tau, ex, want, got);
+    EXPECT(d <= 1e-11, "split after a cancelled one: %.3e", d);
   }
   cfd_gpu_free(g);
   free(q);

@@ -202,31 +202,80 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
 // 40, 128 47 against 52, 160 56 against 64, 256 84 against 97.
 #define ABIA_WW_MAX_B 64
 
-// FACTORS: a split call's first half (cfd_gpu_fd_begin: the inertias alone, tau unused, the
-// factors and each state's status written, no qacc), compiled apart so that the plain kernel
-// keeps its registers. Its q, qd, extra, factors and done are page-locked host memory: the
-// kernel reads the states and writes the factors across the bus itself, and done[3 b] = seq
-// tells the host that state b's are there, with no copies and no event between (cfd_gpu_fd_begin
-// and _finish).
-template <bool FACTORS>
 __global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
 abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
                         const double* __restrict__ qd, const double* __restrict__ tau,
-                        const double* __restrict__ extra, double* __restrict__ qacc, int* error,
-                        double* __restrict__ factors, unsigned long long* done,
-                        unsigned long long seq) {
+                        const double* __restrict__ extra, double* __restrict__ qacc, int* error) {
   long b = blockIdx.x, o = b * c.n;
-  unsigned long long t0 = FACTORS ? cfd_gpu_clock_ns() : 0;
-  bool bad = cfd_awb_qacc_warps<FACTORS>(c, q + o, qd + o, FACTORS ? NULL : tau + o,
-                                         extra ? extra + o : NULL, FACTORS ? NULL : qacc + o,
-                                         FACTORS ? factors + b * cfd_awt_doubles(c.n) : NULL);
-  if (FACTORS && threadIdx.x == 0) {  // every thread's factors are out (fenced, then a barrier)
-    done[3 * b + 1] = t0;
-    done[3 * b + 2] = cfd_gpu_clock_ns();
-    __threadfence_system();
-    *(volatile unsigned long long*)(done + 3 * b) = seq;
-  }
+  bool bad = cfd_awb_qacc_warps<false>(c, q + o, qd + o, tau + o, extra ? extra + o : NULL,
+                                       qacc + o, NULL);
   if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
+}
+
+// The split call's kernel (cfd_gpu_fd_begin and _finish), a thread block per state, which stays
+// on its SMs from one call to the next: a launch costs the host about 5 us and the call another
+// 5 to 10 before the kernel starts, at 200 links a sixth of a step. It talks to the host through
+// page-locked memory alone:
+//   ctrl[0] the host's latest call: 2 x its number (calls up to `last` are done) + whether the
+//   states have the diagonal term (one word: one read across the bus), ctrl[1] stop, ctrl[2] set
+//   by the kernel as it leaves;
+//   in: q, qd (tau's slot), extra, [B][n] each, as cfd_gpu_fd_begin packs them;
+//   factors: each state's factors and status (aba_world_tau.h), every cfd_awt_doubles(n);
+//   done[3 b]: the call number once state b's factors are there (then its start and end times,
+//   globaltimer ns, in done[3 b + 1], done[3 b + 2]).
+// It leaves when asked to, when no call has come for ABIA_SPLIT_IDLE_NS, or (between calls) once
+// it has run for life_ns (ABIA_SPLIT_LIFE_NS: under any watchdog that limits a kernel's time;
+// 0: after its first call); the host launches it again at the next call.
+#define ABIA_SPLIT_IDLE_NS 2000000ull
+#define ABIA_SPLIT_LIFE_NS 100000000ull
+int cfd_gpu_split_resident = 1;  // gpu_tuning.h
+
+__global__ void __launch_bounds__(32 * CFD_AWB_MAX_WARPS)
+abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ factors,
+                  unsigned long long* done, volatile unsigned long long* ctrl,
+                  unsigned long long last, unsigned long long life_ns) {
+  __shared__ double state[3][32 * CFD_AWB_MAX_WARPS];  // this block's q, qd, extra
+  __shared__ unsigned long long call;
+  __shared__ int with_extra;
+  const int n = c.n;
+  const long b = blockIdx.x, bn = (long)B * n;
+  const unsigned long long born = cfd_gpu_clock_ns();
+  unsigned long long idle = born;
+  for (bool served = false;; served = true) {
+    if (threadIdx.x == 0) {
+      unsigned long long w = ctrl[0], t = idle;
+      while (w >> 1 == last && t - idle < ABIA_SPLIT_IDLE_NS && (!served || t - born < life_ns) &&
+             !ctrl[1]) {
+        t = cfd_gpu_clock_ns();
+        w = ctrl[0];
+      }
+      call = w >> 1 != last && !ctrl[1] ? w >> 1 : 0;
+      with_extra = (int)(w & 1);
+      __threadfence_system();  // the states are read after the call
+      if (!call) ctrl[2] = 1;
+    }
+    __syncthreads();
+    const unsigned long long s = call;
+    if (!s) return;
+    const unsigned long long t0 = cfd_gpu_clock_ns();
+    const bool ex = with_extra;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {  // fetched again: no cached line of the last call
+      state[0][i] = __ldcv(in + b * n + i);
+      state[1][i] = __ldcv(in + bn + b * n + i);
+      state[2][i] = ex ? __ldcv(in + 3 * bn + b * n + i) : 0;
+    }
+    __syncthreads();
+    cfd_awb_qacc_warps<true>(c, state[0], state[1], NULL, ex ? state[2] : NULL, NULL,
+                             factors + b * cfd_awt_doubles(n));
+    if (threadIdx.x == 0) {  // every thread's factors are out (fenced, then a barrier)
+      done[3 * b + 1] = t0;
+      done[3 * b + 2] = cfd_gpu_clock_ns();
+      __threadfence_system();
+      *(volatile unsigned long long*)(done + 3 * b) = s;
+    }
+    last = s;
+    idle = cfd_gpu_clock_ns();
+  }
 }
 
 // Longer chains, one or a few hundred: scans over blocks of links (abia_scan.cu), up to 16
@@ -267,11 +316,12 @@ int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
   return g->maps_host && B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
 }
 
-cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
-                                        const double* extra, double* factors,
-                                        unsigned long long* done, unsigned long long seq) {
-  abia_world_warps_kernel<true><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
-      g->chain_jf, B, q, qd, NULL, extra, NULL, NULL, factors, done, seq);
+cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, double* factors,
+                                      unsigned long long* done, unsigned long long* ctrl,
+                                      unsigned long long last) {
+  abia_split_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
+      g->chain_jf, B, in, factors, done, ctrl, last, cfd_gpu_split_resident ? ABIA_SPLIT_LIFE_NS : 0);
+  g->split_launches++;
   return cudaGetLastError();
 }
 
@@ -282,8 +332,8 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int variant = abia_variant(g, B);
   if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
   if (variant == 9)
-    abia_world_warps_kernel<false><<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
-        g->chain_jf, B, q, qd, tau, extra, qacc, error, NULL, NULL, 0);
+    abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
+        g->chain_jf, B, q, qd, tau, extra, qacc, error);
   else if (variant == 8)
     abia_world_blocks_kernel<<<B, 32, 0, g->stream>>>(g->chain_jf, B, q, qd, tau, extra, qacc,
                                                       g->work, error);

@@ -80,8 +80,20 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   return 0;
 }
 
+// ABIA's resident split kernel (abia.cu) asked to leave, and gone: before anything else is queued
+// on the stream, and before the buffers it reads or writes are freed.
+static void split_stop(cfd_gpu* g) {
+  if (!g->split_resident) return;
+  unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
+  __atomic_store_n(ctrl + 1, 1ull, __ATOMIC_RELEASE);
+  cudaStreamSynchronize(g->stream);
+  cudaGetLastError();
+  ctrl[1] = 0;
+  g->split_resident = 0;
+}
+
 static void free_batch_buffers(cfd_gpu* g) {
-  if (g->stream) cudaStreamSynchronize(g->stream);  // a split kernel may still read g->host
+  split_stop(g);  // it reads g->host
   cudaFree(g->staging); cudaFreeHost(g->host);
   cudaFree(g->bias); cudaFree(g->resid); cudaFree(g->work); cudaFree(g->ptrs); cudaFree(g->info);
   g->staging = g->host = g->bias = g->resid = g->work = NULL;
@@ -398,6 +410,7 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   cudaError_t e = cudaSetDevice(g->device);
   if (e) return fail(err, err_size, "selecting the device", e);
   int n = g->n, chunk = chunk_of(g, B), host = where == CFD_HOST;
+  split_stop(g);  // the stream is this call's
   if (ensure_buffers(g, B, chunk, host, err, err_size)) return 1;
   const double *dq = q, *dqd = qd, *dtau = tau, *dextra = extra_diag;
   double* dqacc = qacc;
@@ -417,50 +430,60 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
   return finish_batch(g, B, host, dqacc, qacc, err, err_size);
 }
 
-// ABIA's split (aba_world_tau.h): one launch of the kernel that reads the states where begin
-// left them (g->host, page-locked), runs the sweep out and the inertias' part of the sweep in,
-// and writes the factors, each state's status and a done flag into page-locked memory itself;
-// finish waits for the flags and does the rest on the host. No copy, event or graph in between:
-// at 200 links these cost about 14 us of a 77 us call (begin's host calls, the copies' latency).
+// ABIA's split (aba_world_tau.h): the states, where cfd_gpu_fd_begin packed them (g->host,
+// page-locked), are read by a kernel that stays resident from one call to the next
+// (abia_split_kernel): begin writes the call's number where the kernel waits for it, the kernel
+// runs the sweep out and the inertias' part of the sweep in, and writes the factors, each state's
+// status and a done flag into page-locked memory itself; finish waits for the flags and does the
+// rest on the host. No launch (after the first), copy, event or graph in between: at 200 links
+// these had cost 14 us of host calls and latency in a 77 us call.
 // Falls back to holding the states (pending 1) when the page-locked memory cannot be had.
 static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   int n = g->n;
-  size_t bn = (size_t)B * n;
   if (B > g->factors_held) {
-    cudaStreamSynchronize(g->stream);  // the last split kernel's final writes
+    split_stop(g);  // it writes into the old buffers
     cudaFreeHost(g->factors);
     cudaFreeHost(g->split_done);
     g->factors = NULL;
     g->split_done = NULL;
     g->factors_held = 0;
     if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) * B + n)) ||  // + a qacc's scratch
-        cudaMallocHost(&g->split_done, sizeof(unsigned long long) * 3 * B)) {
+        cudaMallocHost(&g->split_done, sizeof(unsigned long long) * (3 * B + 4))) {
       cudaGetLastError();
       cudaFreeHost(g->factors);
       g->factors = NULL;
       return 0;  // the plain path at finish
     }
-    memset(g->split_done, 0, sizeof(unsigned long long) * 3 * B);
+    memset(g->split_done, 0, sizeof(unsigned long long) * (3 * B + 4));
     g->factors_held = B;
   }
-  g->split_seq++;
-  cudaError_t e = cfd_gpu_launch_abia_factors(g, B, g->host, g->host + bn,
-                                              g->pending_extra ? g->host + 3 * bn : NULL,
-                                              g->factors, g->split_done, g->split_seq);
-  if (e) {
-    cudaGetLastError();
-    g->pending = 0;
-    cudaStreamSynchronize(g->stream);
-    return fail(err, err_size, "starting a split batch", e);
+  unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
+  if (g->split_resident && (g->split_resident != B || !cfd_gpu_split_resident ||
+                            __atomic_load_n(ctrl + 2, __ATOMIC_ACQUIRE)))
+    split_stop(g);  // another batch size, or it has left (or is about to)
+  if (!g->split_resident) {
+    ctrl[2] = 0;
+    cudaError_t e = cfd_gpu_launch_abia_split(g, B, g->host, g->factors, g->split_done, ctrl,
+                                              g->split_seq);
+    if (e) {
+      cudaGetLastError();
+      g->pending = 0;
+      cudaStreamSynchronize(g->stream);
+      return fail(err, err_size, "starting a split batch", e);
+    }
+    g->split_resident = B;
   }
+  __atomic_store_n(ctrl, 2 * ++g->split_seq + g->pending_extra, __ATOMIC_RELEASE);  // after the states
   g->pending = 3;
   return 0;
 }
 
-// Until every state's done flag holds this call's number. The stream is asked now and then, so
-// that a kernel that failed, or ended without its flags, is an error rather than a hang.
+// Until every state's done flag holds this call's number. The stream is asked now and then: a
+// kernel that failed is an error, and one that left before it saw the call (its idle time ran
+// out as the call came) is launched again.
 static cudaError_t abia_wait(cfd_gpu* g, int B) {
   const unsigned long long seq = g->split_seq;
+  int relaunched = 0;
   for (int b = 0; b < B; b++)
     for (unsigned spin = 1; __atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) != seq; spin++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -470,7 +493,12 @@ static cudaError_t abia_wait(cfd_gpu* g, int B) {
       cudaError_t e = cudaStreamQuery(g->stream);
       if (e == cudaErrorNotReady) continue;
       if (e) return e;
-      if (__atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) != seq) return cudaErrorUnknown;
+      if (__atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) == seq) break;
+      if (relaunched++) return cudaErrorUnknown;  // gone twice without the call's flags
+      unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
+      ctrl[2] = 0;
+      e = cfd_gpu_launch_abia_split(g, B, g->host, g->factors, g->split_done, ctrl, seq - 1);
+      if (e) return e;
     }
   return cudaSuccess;
 }
@@ -536,6 +564,7 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   g->pending = 1;  // held on the host until finish
   if (g->alg == CFD_GPU_ABIA && chunk == B && cfd_gpu_abia_splits(g, B))
     return abia_begin(g, B, err, err_size);
+  split_stop(g);  // this call's work goes on the stream
   if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
   // CFA: up now, and a first launch does what needs no tau (finish launches the rest); the
   // device is never left waiting on the host, so the caller may use it in between
@@ -607,8 +636,9 @@ int cfd_gpu_fd_splits(const cfd_gpu* g, int B) {
 }
 
 void cfd_gpu_fd_cancel(cfd_gpu* g) {
-  if (g->pending >= 2) {  // the first launch runs to its end on its own
+  if (g->pending >= 2 || g->split_resident) {  // the first launch runs to its end on its own
     cudaSetDevice(g->device);
+    split_stop(g);
     cudaStreamSynchronize(g->stream);
     cudaGetLastError();
   }
@@ -616,6 +646,8 @@ void cfd_gpu_fd_cancel(cfd_gpu* g) {
 }
 
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }
+
+int cfd_gpu_split_launches(const cfd_gpu* g) { return g->split_launches; }
 
 int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max) {
   int k = 0;

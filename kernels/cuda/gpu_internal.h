@@ -52,8 +52,11 @@ struct cfd_gpu {
   double* factors;      // ABIA split: page-locked, the factors of factors_held states (+ n)
   int factors_held;
   unsigned long long* split_done;  // ABIA split: page-locked, per state the call's number and
-                                   // the kernel's start and end (globaltimer ns)
+                                   // the kernel's start and end (globaltimer ns), then the
+                                   // kernel's 4 control words (abia_split_kernel)
   unsigned long long split_seq;    // the last split call's number (from 1)
+  int split_resident;              // B of the split kernel that may be running, or 0
+  int split_launches;              // the split kernel's launches so far
   int maps_host;                   // kernels may read and write page-locked host memory
 };
 
@@ -71,15 +74,13 @@ cudaError_t cfd_gpu_launch_residual(cfd_gpu* g, int B, const double* tau, const 
                                     const double* id, const double* qacc, double* r);
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc);
-// ABIA's split call (abia.cu): whether begin runs on the device for B states, and its launch,
-// the ABA's sweep out and the inertias' part of its sweep in. q, qd, extra, factors and done may
-// be page-locked host memory: it writes each state's factors and status (aba_world_tau.h) at
-// factors, a state every cfd_awt_doubles(n) doubles, then done[3 b] = seq once state b's are
-// there for the host to read, with its start and end times in done[3 b + 1], done[3 b + 2].
+// ABIA's split call (abia.cu): whether begin runs on the device for B states, and the launch of
+// its kernel, which stays resident between calls; in, factors, done and ctrl are page-locked host
+// memory (abia_split_kernel says what each holds), last the number of the last call done.
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
-cudaError_t cfd_gpu_launch_abia_factors(cfd_gpu* g, int B, const double* q, const double* qd,
-                                        const double* extra, double* factors,
-                                        unsigned long long* done, unsigned long long seq);
+cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, double* factors,
+                                      unsigned long long* done, unsigned long long* ctrl,
+                                      unsigned long long last);
 // Phase times (us) from a profiled kernel's 64 globaltimer marks, one per phase end: the
 // differences up to the first mark not written in order; returns how many (at most max).
 int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max);

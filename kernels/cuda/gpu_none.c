@@ -12,6 +12,7 @@ int cfd_gpu_rollout_world = 1;
 int cfd_gpu_lanes_xch = 1;
 int cfd_gpu_cfa_profile = 0;
 int cfd_gpu_abia_variant = 0;
+int cfd_gpu_split_resident = 1;
 int cfd_gpu_abia_scan_links = 0;
 int cfd_gpu_abia_scan_profile = 0;
 int cfd_gpu_abia_scan_groups = 0;
@@ -47,6 +48,7 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
 void cfd_gpu_fd_cancel(cfd_gpu* g) {}
 int cfd_gpu_fd_splits(const cfd_gpu* g, int B) { return 0; }
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return 0; }
+int cfd_gpu_split_launches(const struct cfd_gpu* g) { return 0; }
 int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,
                            cfd_gpu_rollout** out, char* err, int err_size) {
   *out = NULL;

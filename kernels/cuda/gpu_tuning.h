@@ -48,6 +48,11 @@ extern int cfd_gpu_rollout_world;
 // The lanes kernels' backward sweep (aba_lanes.cuh): rows exchanged through shared memory (1, the
 // default) or by warp shuffles (0).
 extern int cfd_gpu_lanes_xch;
+// ABIA's split call (cfd_gpu_fd_begin): its kernel stays resident between calls (1, the default)
+// or leaves after each and is launched again at the next (0, for the benchmark's comparison);
+// cfd_gpu_split_launches: how often a context has launched it.
+extern int cfd_gpu_split_resident;
+int cfd_gpu_split_launches(const struct cfd_gpu* g);
 
 #ifdef __cplusplus
 }
