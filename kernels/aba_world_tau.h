@@ -53,46 +53,52 @@ static inline double cfd_awt_dot6(const double* a, const double b[6]) {
          (a[4 * s] * b[4] + a[5 * s] * b[5]);
 }
 
-// qacc (n each) of two states from their factors f[s], tau[s] and gravity, on the host. Each
-// state's sweeps are chains of dependent multiply-adds, so two states go link by link together,
-// their chains interleaved (n = 200: 2.5 us for both, 2.3 for one alone). One state: pass it
-// twice, the second qacc to scratch (n doubles). qacc may not alias tau.
-static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* const tau[2],
-                                 const double gravity[3], double* const qacc[2]) {
-  const int s32 = CFD_AWT_BLOCK;  // from one entry of a link to the next
-  double W[2][6], A[2][6];
-  for (int s = 0; s < 2; s++)
-    for (int k = 0; k < 3; k++) W[s][k] = W[s][3 + k] = A[s][k] = 0, A[s][3 + k] = -gravity[k];
-  int last = (n - 1) / CFD_AWT_BLOCK;
+// The host's sweeps for two states at once (f[s], tau[s]): each state's sweeps are chains of
+// dependent multiply-adds, so two states go link by link together, their chains interleaved (n =
+// 200: 2.5 us for both, 2.3 for one alone). One state: pass it twice, the second's results to
+// scratch.
+//
+// in, block b's share (blocks from the last to 0, W zero before the last): u / d of each of its
+// links into su[s] (n each), W handed on. The GPU's split call runs each block's share as soon as
+// the kernel has flagged the block's factors as there, while the kernel turns the blocks below.
+static inline void cfd_awt_in_block(int n, int b, const double* const f[2],
+                                    const double* const tau[2], double W[2][6],
+                                    double* const su[2]) {
+  const int s32 = CFD_AWT_BLOCK, last = (n - 1) / CFD_AWT_BLOCK;  // s32: entry to entry
   const size_t block = (size_t)CFD_AWT_BLOCK * CFD_AWT_LINK_DOUBLES;
-  for (int b = last; b >= 0; b--) {
-    // the block's factors (in the GPU's case written across the bus, so in no cache of this core,
-    // and in 26 runs that outnumber the hardware's prefetch streams: 9 us of misses at 200
-    // links), then the next's, while this one's links are swept
-    for (int s = 0; s < 2; s++)
-      for (size_t o = b == last ? 0 : block; o < 2 * block && b - (int)(o / block) >= 0; o += 8)
-        __builtin_prefetch(f[s] + (size_t)(b - (int)(o / block)) * block + o % block, 0, 3);
-    for (int s = 0; s < 2 && b < last; s++) {  // W about o_{b+1} to about o_b: [m + r x f; f]
-      double t[3];
-      cfd_cross(f[s] + cfd_awt_rb(n, b), W[s] + 3, t);
-      for (int k = 0; k < 3; k++) W[s][k] += t[k];
-    }
-    int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
-    for (int i = end - 1; i >= b * CFD_AWT_BLOCK; i--)
-      for (int s = 0; s < 2; s++) {
-        const double* L = f[s] + cfd_awt_at(i);
-        double u = tau[s][i] - L[13 * s32] - cfd_awt_dot6(L, W[s]);
-        for (int k = 0; k < 6; k++) W[s][k] += L[(20 + k) * s32] + L[(6 + k) * s32] * u;
-        qacc[s][i] = u * L[12 * s32];  // u / d, held until the sweep out
-      }
+  // the block's factors (in the GPU's case written across the bus, so in no cache of this core,
+  // and in 26 runs that outnumber the hardware's prefetch streams: 9 us of misses at 200 links)
+  for (int s = 0; s < 2; s++)
+    for (size_t o = 0; o < block; o += 8) __builtin_prefetch(f[s] + b * block + o, 0, 3);
+  for (int s = 0; s < 2 && b < last; s++) {  // W about o_{b+1} to about o_b: [m + r x f; f]
+    double t[3];
+    cfd_cross(f[s] + cfd_awt_rb(n, b), W[s] + 3, t);
+    for (int k = 0; k < 3; k++) W[s][k] += t[k];
   }
+  int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
+  for (int i = end - 1; i >= b * CFD_AWT_BLOCK; i--)
+    for (int s = 0; s < 2; s++) {
+      const double* L = f[s] + cfd_awt_at(i);
+      double u = tau[s][i] - L[13 * s32] - cfd_awt_dot6(L, W[s]);
+      for (int k = 0; k < 6; k++) W[s][k] += L[(20 + k) * s32] + L[(6 + k) * s32] * u;
+      su[s][i] = u * L[12 * s32];
+    }
+}
+
+// out, after every block's in: qacc (n each) from su (which qacc may alias) and gravity
+static inline void cfd_awt_out(int n, const double* const f[2], const double gravity[3],
+                               const double* const su[2], double* const qacc[2]) {
+  const int s32 = CFD_AWT_BLOCK, last = (n - 1) / CFD_AWT_BLOCK;
+  double A[2][6];
+  for (int s = 0; s < 2; s++)
+    for (int k = 0; k < 3; k++) A[s][k] = 0, A[s][3 + k] = -gravity[k];
   for (int b = 0; b <= last; b++) {
     int end = b == last ? n : (b + 1) * CFD_AWT_BLOCK;
     for (int i = b * CFD_AWT_BLOCK; i < end; i++)
       for (int s = 0; s < 2; s++) {
         const double* L = f[s] + cfd_awt_at(i);
         for (int k = 0; k < 6; k++) A[s][k] += L[(14 + k) * s32];
-        double qa = qacc[s][i] - cfd_awt_dot6(L + 6 * s32, A[s]);
+        double qa = su[s][i] - cfd_awt_dot6(L + 6 * s32, A[s]);
         for (int k = 0; k < 6; k++) A[s][k] += L[k * s32] * qa;
         qacc[s][i] = qa;
       }
@@ -102,6 +108,15 @@ static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* 
       for (int k = 0; k < 3; k++) A[s][3 + k] += t[k];
     }
   }
+}
+
+// Both sweeps: qacc (n each) of two states from their factors, tau and gravity. qacc may not
+// alias tau.
+static inline void cfd_awt_qacc2(int n, const double* const f[2], const double* const tau[2],
+                                 const double gravity[3], double* const qacc[2]) {
+  double W[2][6] = {{0}};
+  for (int b = (n - 1) / CFD_AWT_BLOCK; b >= 0; b--) cfd_awt_in_block(n, b, f, tau, W, qacc);
+  cfd_awt_out(n, f, gravity, (const double* const*)qacc, qacc);
 }
 
 #endif  // CHAINFD_ABA_WORLD_TAU_H

@@ -431,6 +431,8 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
 // inertias' part of the sweep in, then each link's factors (each block's as soon as its turn
 // ends), each block's r_b and the state's status written to factors instead of qacc (and false
 // returned; factors may be page-locked host memory, the writes fenced system-wide); tau unused.
+// block_done[b] = seq for each block b > 0 once its factors are there (set by its warp during
+// the next block's turn), so that the host can start on them.
 #define CFD_AWB_MAX_WARPS 8
 
 template <bool FACTORS>
@@ -439,7 +441,9 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
                                           const double* __restrict__ tau,
                                           const double* __restrict__ diag,
                                           double* __restrict__ qacc,
-                                          double* __restrict__ factors) {
+                                          double* __restrict__ factors,
+                                          unsigned long long* block_done = nullptr,
+                                          unsigned long long seq = 0) {
   __shared__ double tot[CFD_AWB_MAX_WARPS][21];  // per block: lane 31's R, p, V; lane 15's p
   __shared__ double hand[27];                    // P (A, B, C) and Pb; then Ac
   const int n = c.n, lane = threadIdx.x & 31, blk = threadIdx.x >> 5, blocks = (n + 31) / 32;
@@ -500,12 +504,17 @@ static __device__ bool cfd_awb_qacc_warps(const cfd_chain& c, const double* __re
         f[12 * s32] = inv_d;
         f[13 * s32] = cfd_dot6(x.S, x.bias);
       }
+      if (FACTORS && lane == 0 && blk + 1 < blocks)  // with them, as the host takes them
+        for (int k = 0; k < 3; k++) factors[cfd_awt_rb(n, blk) + k] = rb[k];
+    }
+    if (FACTORS && blk == b + 1) {  // the block turned last: flagged as there, off the path
+      __threadfence_system();
+      __syncwarp();
+      if (lane == 0) *(volatile unsigned long long*)(block_done + blk) = seq;
     }
     __syncthreads();
   }
   if (FACTORS) {  // a split call's first half: the rest is the host's (aba_world_tau.h)
-    if (lane == 0 && blk + 1 < blocks)
-      for (int k = 0; k < 3; k++) factors[cfd_awt_rb(n, blk) + k] = rb[k];
     __threadfence_system();  // this thread's factors before the status (the caller's done flag)
     bad = __syncthreads_or(bad);
     if (threadIdx.x == 0) factors[cfd_awt_doubles(n) - 1] = bad ? CFD_ERR_SINGULAR : 0;

@@ -221,8 +221,9 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
 //   by the kernel as it leaves;
 //   in: q, qd (tau's slot), extra, [B][n] each, as cfd_gpu_fd_begin packs them;
 //   factors: each state's factors and status (aba_world_tau.h), every cfd_awt_doubles(n);
-//   done[3 b]: the call number once state b's factors are there (then its start and end times,
-//   globaltimer ns, in done[3 b + 1], done[3 b + 2]).
+//   done + (3 + nb) b, state b's (nb: its blocks of 32 links): [0] the call number once its
+//   factors and status are there, [1], [2] its start and end times (globaltimer ns), [3 + k] the
+//   call number once block k's factors are there (k > 0; block 0's come with [0]).
 // It leaves when asked to, when no call has come for ABIA_SPLIT_IDLE_NS, or (between calls) once
 // it has run for life_ns (ABIA_SPLIT_LIFE_NS: under any watchdog that limits a kernel's time;
 // 0: after its first call); the host launches it again at the next call.
@@ -265,13 +266,14 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
       state[2][i] = ex ? __ldcv(in + 3 * bn + b * n + i) : 0;
     }
     __syncthreads();
+    unsigned long long* mine = done + (3 + (n + 31) / 32) * b;
     cfd_awb_qacc_warps<true>(c, state[0], state[1], NULL, ex ? state[2] : NULL, NULL,
-                             factors + b * cfd_awt_doubles(n));
+                             factors + b * cfd_awt_doubles(n), mine + 3, s);
     if (threadIdx.x == 0) {  // every thread's factors are out (fenced, then a barrier)
-      done[3 * b + 1] = t0;
-      done[3 * b + 2] = cfd_gpu_clock_ns();
+      mine[1] = t0;
+      mine[2] = cfd_gpu_clock_ns();
       __threadfence_system();
-      *(volatile unsigned long long*)(done + 3 * b) = s;
+      *(volatile unsigned long long*)mine = s;
     }
     last = s;
     idle = cfd_gpu_clock_ns();

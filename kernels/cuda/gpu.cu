@@ -80,11 +80,17 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   return 0;
 }
 
+// ABIA's split: the words of g->split_done per state (abia_split_kernel), then its control words
+static size_t split_words(const cfd_gpu* g) { return 3 + (size_t)(g->n + 31) / 32; }
+static unsigned long long* split_ctrl(const cfd_gpu* g) {
+  return g->split_done + split_words(g) * g->factors_held;
+}
+
 // ABIA's resident split kernel (abia.cu) asked to leave, and gone: before anything else is queued
 // on the stream, and before the buffers it reads or writes are freed.
 static void split_stop(cfd_gpu* g) {
   if (!g->split_resident) return;
-  unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
+  unsigned long long* ctrl = split_ctrl(g);
   __atomic_store_n(ctrl + 1, 1ull, __ATOMIC_RELEASE);
   cudaStreamSynchronize(g->stream);
   cudaGetLastError();
@@ -447,17 +453,18 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
     g->factors = NULL;
     g->split_done = NULL;
     g->factors_held = 0;
-    if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) * B + n)) ||  // + a qacc's scratch
-        cudaMallocHost(&g->split_done, sizeof(unsigned long long) * (3 * B + 4))) {
+    size_t words = split_words(g) * B + 4;
+    if (cudaMallocHost(&g->factors, sizeof(double) * (cfd_awt_doubles(n) + n) * (B + 1)) ||  // + u / d
+        cudaMallocHost(&g->split_done, sizeof(unsigned long long) * words)) {
       cudaGetLastError();
       cudaFreeHost(g->factors);
       g->factors = NULL;
       return 0;  // the plain path at finish
     }
-    memset(g->split_done, 0, sizeof(unsigned long long) * (3 * B + 4));
+    memset(g->split_done, 0, sizeof(unsigned long long) * words);
     g->factors_held = B;
   }
-  unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
+  unsigned long long* ctrl = split_ctrl(g);
   if (g->split_resident && (g->split_resident != B || !cfd_gpu_split_resident ||
                             __atomic_load_n(ctrl + 2, __ATOMIC_ACQUIRE)))
     split_stop(g);  // another batch size, or it has left (or is about to)
@@ -478,35 +485,49 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   return 0;
 }
 
-// Until every state's done flag holds this call's number. The stream is asked now and then: a
-// kernel that failed is an error, and one that left before it saw the call (its idle time ran
-// out as the call came) is launched again.
-static cudaError_t abia_wait(cfd_gpu* g, int B) {
+// Until *flag holds this call's number. The stream is asked now and then: a kernel that failed
+// is an error, and one that left before it saw the call (its idle time ran out as the call came)
+// is launched again, once.
+static cudaError_t split_wait(cfd_gpu* g, const unsigned long long* flag, int* relaunched) {
   const unsigned long long seq = g->split_seq;
-  int relaunched = 0;
-  for (int b = 0; b < B; b++)
-    for (unsigned spin = 1; __atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) != seq; spin++) {
+  for (unsigned spin = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq; spin++) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+    __builtin_ia32_pause();
 #endif
-      if (spin % 1024) continue;
-      cudaError_t e = cudaStreamQuery(g->stream);
-      if (e == cudaErrorNotReady) continue;
-      if (e) return e;
-      if (__atomic_load_n(g->split_done + 3 * b, __ATOMIC_ACQUIRE) == seq) break;
-      if (relaunched++) return cudaErrorUnknown;  // gone twice without the call's flags
-      unsigned long long* ctrl = g->split_done + 3 * g->factors_held;
-      ctrl[2] = 0;
-      e = cfd_gpu_launch_abia_split(g, B, g->host, g->factors, g->split_done, ctrl, seq - 1);
-      if (e) return e;
-    }
+    if (spin % 1024) continue;
+    cudaError_t e = cudaStreamQuery(g->stream);
+    if (e == cudaErrorNotReady) continue;
+    if (e) return e;
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == seq) break;
+    if ((*relaunched)++) return cudaErrorUnknown;  // gone twice without the call's flags
+    unsigned long long* ctrl = split_ctrl(g);
+    ctrl[2] = 0;
+    e = cfd_gpu_launch_abia_split(g, g->pending_B, g->host, g->factors, g->split_done, ctrl, seq - 1);
+    if (e) return e;
+  }
   return cudaSuccess;
 }
 
-// finish for pending 3: each state's qacc from its factors and tau, once they are down
+// finish for pending 3: each state's qacc from its factors and tau. The sweep in takes each block
+// as the kernel flags it (while the kernel turns the blocks below, when finish comes first); the
+// sweep out, which writes qacc, only once every state's status is known.
 static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
-  int n = g->n, B = g->pending_B;
-  cudaError_t e = abia_wait(g, B);
+  int n = g->n, B = g->pending_B, nb = (n + 31) / 32, relaunched = 0;
+  size_t per = cfd_awt_doubles(n), words = split_words(g);
+  double* su = g->factors + per * g->factors_held;  // u / d of B + 1 states
+  cudaError_t e = cudaSuccess;
+  for (int b = 0; b < B && !e; b += 2) {  // two states at a time (the last with itself when B is odd)
+    int b1 = b + 1 < B ? b + 1 : b;
+    const double* f[2] = {g->factors + per * b, g->factors + per * b1};
+    const double* t[2] = {tau + (size_t)b * n, tau + (size_t)b1 * n};
+    double* s2[2] = {su + (size_t)b * n, su + (size_t)(b1 > b ? b1 : B) * n};
+    double W[2][6] = {{0}};
+    for (int k = nb - 1; k >= 0 && !e; k--) {
+      e = split_wait(g, g->split_done + words * b + (k ? 3 + k : 0), &relaunched);
+      if (!e) e = split_wait(g, g->split_done + words * b1 + (k ? 3 + k : 0), &relaunched);
+      if (!e) cfd_awt_in_block(n, k, f, t, W, s2);
+    }
+  }
   if (e) {
     cudaGetLastError();
     cudaStreamSynchronize(g->stream);
@@ -516,7 +537,6 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
     }
     return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   }
-  size_t per = cfd_awt_doubles(n);
   for (int b = 0; b < B; b++) {
     int st = cfd_awt_status(n, g->factors + per * b);
     if (st) {
@@ -526,17 +546,16 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
   }
   unsigned long long t0 = ~0ull, t1 = 0;  // the kernel's time: its first start to its last end
   for (int b = 0; b < B; b++) {
-    if (g->split_done[3 * b + 1] < t0) t0 = g->split_done[3 * b + 1];
-    if (g->split_done[3 * b + 2] > t1) t1 = g->split_done[3 * b + 2];
+    if (g->split_done[words * b + 1] < t0) t0 = g->split_done[words * b + 1];
+    if (g->split_done[words * b + 2] > t1) t1 = g->split_done[words * b + 2];
   }
   g->last_ms = t1 > t0 ? (float)((t1 - t0) * 1e-6) : 0;
-  for (int b = 0; b < B; b += 2) {  // two states at a time (the last with itself when B is odd)
+  for (int b = 0; b < B; b += 2) {
     int b1 = b + 1 < B ? b + 1 : b;
     const double* f[2] = {g->factors + per * b, g->factors + per * b1};
-    const double* t[2] = {tau + (size_t)b * n, tau + (size_t)b1 * n};
-    double* scratch = g->factors + per * g->factors_held;
-    double* out[2] = {qacc + (size_t)b * n, b1 > b ? qacc + (size_t)b1 * n : scratch};
-    cfd_awt_qacc2(n, f, t, g->chain.gravity, out);
+    const double* s2[2] = {su + (size_t)b * n, su + (size_t)(b1 > b ? b1 : B) * n};
+    double* out[2] = {qacc + (size_t)b * n, b1 > b ? qacc + (size_t)b1 * n : su + (size_t)B * n};
+    cfd_awt_out(n, f, g->chain.gravity, s2, out);
   }
   return 0;
 }
