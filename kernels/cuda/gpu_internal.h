@@ -49,7 +49,8 @@ struct cfd_gpu {
   int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on
                         // the device (CFA), 3 factors on their way to the host (ABIA)
   int pending_B, pending_extra;
-  double* factors;      // ABIA split: page-locked, the factors of factors_held states (+ n)
+  double* factors;      // ABIA split: page-locked, the factors of factors_held states, then
+                        // the host sweeps' u / d of factors_held + 1
   int factors_held;
   unsigned long long* split_done;  // ABIA split: page-locked, per state the call's number and
                                    // the kernel's start and end (globaltimer ns), then the
