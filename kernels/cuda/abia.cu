@@ -323,8 +323,9 @@ cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, doubl
                                       unsigned long long last) {
   abia_split_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
       g->chain_jf, B, in, factors, done, ctrl, last, cfd_gpu_split_resident ? ABIA_SPLIT_LIFE_NS : 0);
-  g->split_launches++;
-  return cudaGetLastError();
+  cudaError_t e = cudaGetLastError();
+  if (!e) g->split_launches++;
+  return e;
 }
 
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,

@@ -2,6 +2,7 @@
 // huge batches, and every CUDA failure turned into a message.
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "aba_core.h"
 #include "aba_lanes.cuh"
@@ -463,11 +464,19 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
     }
     memset(g->split_done, 0, sizeof(unsigned long long) * words);
     g->factors_held = B;
+    split_ctrl(g)[0] = 2 * g->split_seq;  // no call yet for the kernel launched below
   }
   unsigned long long* ctrl = split_ctrl(g);
+  // Its blocks leave after 2 ms without a call, each on its own clock: past half of that it is
+  // asked to leave now and launched again, rather than risk a call that some of its blocks would
+  // no longer see (finish would notice only once the others had left too, 2 ms on).
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  long long now_ns = now.tv_sec * 1000000000LL + now.tv_nsec;
   if (g->split_resident && (g->split_resident != B || !cfd_gpu_split_resident ||
+                            now_ns - g->split_last_ns > 1000000 ||
                             __atomic_load_n(ctrl + 2, __ATOMIC_ACQUIRE)))
-    split_stop(g);  // another batch size, or it has left (or is about to)
+    split_stop(g);  // another batch size, idle for long, or it has left (or is about to)
   if (!g->split_resident) {
     ctrl[2] = 0;
     cudaError_t e = cfd_gpu_launch_abia_split(g, B, g->host, g->factors, g->split_done, ctrl,
@@ -487,8 +496,8 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
 
 // Until *flag holds this call's number. The stream is asked now and then: a kernel that failed
 // is an error, and one that left before it saw the call (its idle time ran out as the call came)
-// is launched again, once.
-static cudaError_t split_wait(cfd_gpu* g, const unsigned long long* flag, int* relaunched) {
+// is launched again, once (*relaunched; *gone set when it left a second time without the flags).
+static cudaError_t split_wait(cfd_gpu* g, const unsigned long long* flag, int* relaunched, int* gone) {
   const unsigned long long seq = g->split_seq;
   for (unsigned spin = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq; spin++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -499,7 +508,10 @@ static cudaError_t split_wait(cfd_gpu* g, const unsigned long long* flag, int* r
     if (e == cudaErrorNotReady) continue;
     if (e) return e;
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == seq) break;
-    if ((*relaunched)++) return cudaErrorUnknown;  // gone twice without the call's flags
+    if ((*relaunched)++) {  // gone twice without the call's flags
+      *gone = 1;
+      return cudaSuccess;
+    }
     unsigned long long* ctrl = split_ctrl(g);
     ctrl[2] = 0;
     e = cfd_gpu_launch_abia_split(g, g->pending_B, g->host, g->factors, g->split_done, ctrl, seq - 1);
@@ -512,9 +524,10 @@ static cudaError_t split_wait(cfd_gpu* g, const unsigned long long* flag, int* r
 // as the kernel flags it (while the kernel turns the blocks below, when finish comes first); the
 // sweep out, which writes qacc, only once every state's status is known.
 static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, int err_size) {
-  int n = g->n, B = g->pending_B, nb = (n + 31) / 32, relaunched = 0;
+  int n = g->n, B = g->pending_B, nb = (n + 31) / 32, relaunched = 0, gone = 0;
   size_t per = cfd_awt_doubles(n), words = split_words(g);
   double* su = g->factors + per * g->factors_held;  // u / d of B + 1 states
+  struct timespec now_ts;
   cudaError_t e = cudaSuccess;
   for (int b = 0; b < B && !e; b += 2) {  // two states at a time (the last with itself when B is odd)
     int b1 = b + 1 < B ? b + 1 : b;
@@ -522,21 +535,25 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
     const double* t[2] = {tau + (size_t)b * n, tau + (size_t)b1 * n};
     double* s2[2] = {su + (size_t)b * n, su + (size_t)(b1 > b ? b1 : B) * n};
     double W[2][6] = {{0}};
-    for (int k = nb - 1; k >= 0 && !e; k--) {
-      e = split_wait(g, g->split_done + words * b + (k ? 3 + k : 0), &relaunched);
-      if (!e) e = split_wait(g, g->split_done + words * b1 + (k ? 3 + k : 0), &relaunched);
-      if (!e) cfd_awt_in_block(n, k, f, t, W, s2);
+    for (int k = nb - 1; k >= 0 && !e && !gone; k--) {
+      e = split_wait(g, g->split_done + words * b + (k ? 3 + k : 0), &relaunched, &gone);
+      if (!e && !gone)
+        e = split_wait(g, g->split_done + words * b1 + (k ? 3 + k : 0), &relaunched, &gone);
+      if (!e && !gone) cfd_awt_in_block(n, k, f, t, W, s2);
     }
   }
-  if (e) {
+  if (e || gone) {
     cudaGetLastError();
     cudaStreamSynchronize(g->stream);
-    if (e == cudaErrorUnknown) {
+    g->split_resident = 0;
+    if (!e) {
       snprintf(err, err_size, "%s: the split kernel ended without its factors", cfd_gpu_algorithm_name(g->alg));
       return 1;
     }
     return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   }
+  clock_gettime(CLOCK_MONOTONIC, &now_ts);
+  g->split_last_ns = now_ts.tv_sec * 1000000000LL + now_ts.tv_nsec;
   for (int b = 0; b < B; b++) {
     int st = cfd_awt_status(n, g->factors + per * b);
     if (st) {

@@ -58,6 +58,7 @@ struct cfd_gpu {
   unsigned long long split_seq;    // the last split call's number (from 1)
   int split_resident;              // B of the split kernel that may be running, or 0
   int split_launches;              // the split kernel's launches so far
+  long long split_last_ns;         // when the last split call finished (CLOCK_MONOTONIC)
   int maps_host;                   // kernels may read and write page-locked host memory
 };
 
