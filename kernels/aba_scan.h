@@ -38,9 +38,10 @@
 #include "aba_core.h"
 #include "spatial.h"
 
-// per link: pose R (9) p (3), c_i (6), U_i (6), d_i (1), off_i (6; first the rigid-body bias
-// force), S^T bias (1; then u_i)
-enum { CFD_ABS_LINK = 32, ABS_R = 0, ABS_P = 9, ABS_C = 12, ABS_U = 18, ABS_D = 24, ABS_OFF = 25,
+// per link: pose R (9) p (3), c_i (6), U_i (6), 1/d_i (1: the later sweeps multiply, a division
+// being a long dependent step on a GPU), off_i (6; first the rigid-body bias force), S^T bias (1;
+// then u_i)
+enum { CFD_ABS_LINK = 32, ABS_R = 0, ABS_P = 9, ABS_C = 12, ABS_U = 18, ABS_DINV = 24, ABS_OFF = 25,
        ABS_SB = 31 };
 // element widths: velocities (R, p, w), Riccati (P0, Phi, G), affine (L, l)
 enum { CFD_ABS_FK = 18, CFD_ABS_RIC = 108, CFD_ABS_AFF = 42 };
@@ -369,7 +370,7 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
     CFD_UNROLL for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
     cfd_wrench_to_parent(R, p, h, t);
     CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_OFF + k] = t[k], L[ABS_U + k] = U[k];
-    L[ABS_D] = D;
+    L[ABS_DINV] = inv;
     L[ABS_SB] = Spb;
     // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): seven columns
     {
@@ -400,7 +401,7 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
 // GPU the next link's loads are in flight while this link's arithmetic runs (each sweep is a
 // chain of dependent steps, and a load from L2 costs as much as a step).
 typedef struct {
-  double R[9], p[3], S[6], U[6], v[6], d, sb, tau;
+  double R[9], p[3], S[6], U[6], v[6], dinv, sb, tau;
 } cfd_abs_rec;
 
 CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, int vec,
@@ -410,7 +411,7 @@ CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, int vec
   for (int k = 0; k < 3; k++) r->p[k] = L[ABS_P + k];
   for (int k = 0; k < 6; k++)
     r->S[k] = c->screw[6 * i + k], r->U[k] = L[ABS_U + k], r->v[k] = L[vec + k];
-  r->d = L[ABS_D];
+  r->dinv = L[ABS_DINV];
   r->sb = L[ABS_SB];
   r->tau = tau ? tau[i] : 0;
 }
@@ -427,7 +428,7 @@ CFD_HD void cfd_abs_forward(const cfd_chain* c, int s, int e, const double* link
     double ai[6];
     cfd_twist_to_child(cur.R, cur.p, a, ai);
     for (int k = 0; k < 6; k++) ai[k] += cur.v[k];
-    double qa = (cur.sb - cfd_dot6(cur.U, ai)) / cur.d;
+    double qa = (cur.sb - cfd_dot6(cur.U, ai)) * cur.dinv;
     if (qacc) qacc[i] = qa;
     for (int k = 0; k < 6; k++) a[k] = ai[k] + cur.S[k] * qa;
     cur = next;
@@ -447,7 +448,8 @@ CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* t
     cfd_abs_load(c, links, i > s ? i - 1 : i, ABS_OFF, tau, &next);
     double St = cfd_dot6(cur.S, t), col[6];
     links[CFD_ABS_LINK * (long)i + ABS_SB] = cur.tau - cur.sb - St;  // u_i
-    for (int k = 0; k < 6; k++) col[k] = t[k] - cur.U[k] * St / cur.d;
+    double Sti = St * cur.dinv;
+    for (int k = 0; k < 6; k++) col[k] = t[k] - cur.U[k] * Sti;
     cfd_wrench_to_parent(cur.R, cur.p, col, t);
     for (int k = 0; k < 6; k++) t[k] += cur.v[k];
     cur = next;

@@ -18,7 +18,41 @@
 #include "aba_scan.h"
 
 #define ABS_GROUP 8       // lanes per block of links
-#define ABS_SHARED 300    // doubles of shared memory per group: scratch 84, two maps 216
+// doubles of shared memory per group: scratch 84, a step's two Riccati or affine maps, its two
+// velocity maps (every slot 16-byte aligned, for abs_stage), and 4 of padding: the four groups of
+// a warp often read the same place in their slices at once, which must then lie in different
+// banks (a group's size = 4 mod 16 doubles; at 0 mod 16 they were 4-way bank conflicts)
+#define ABS_SLOT_RIC 84
+#define ABS_SLOT_FK (ABS_SLOT_RIC + 2 * CFD_ABS_RIC)
+#define ABS_SHARED (ABS_SLOT_FK + 2 * CFD_ABS_FK + 4)
+
+// Starts copying n doubles (n even, both ends 16-byte aligned) from global to shared memory, a
+// lane taking every 8th pair, with all its requests in flight at once (cp.async through L2 only:
+// the maps were written by other SMs of the cluster). A loop of loads and stores paid an L2 round
+// trip every few doubles; this pays one. abs_stage_wait waits for the lane's own copies; a
+// __syncwarp after it shows them to the group.
+__device__ __forceinline__ void abs_stage(double* dst, const double* src, int n, int j) {
+  for (int w = 2 * j; w < n; w += 2 * ABS_GROUP)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst + w)),
+                 "l"(src + w)
+                 : "memory");
+}
+
+__device__ __forceinline__ void abs_stage_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// 1/x to within about an ulp: the hardware's approximate reciprocal and two Newton steps, a few
+// dependent instructions where an IEEE division is a subroutine with a slow-path branch (each
+// sits on a sweep's or a composition's chain of dependent steps). x: a pivot or a D, finite and
+// nonzero (zero gives NaN, which the callers' checks catch as well).
+__device__ __forceinline__ double abs_rcp(double x) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+  double e = fma(-x, r, 1.0);
+  r = fma(r, e, r);
+  e = fma(-x, r, 1.0);
+  return fma(r, e, r);
+}
 
 // e_j as a twist or wrench (j < 6), else zero
 __device__ __forceinline__ void abs_unit(int j, double e[6]) {
@@ -49,15 +83,15 @@ __device__ __forceinline__ int abs_warp_len(int len) {
 }
 
 // What a lane reads of link i in the lanes' sweeps: pose, screw, column j of J_i, d_i (armature +
-// extra), and (the inertias' sweep) c_i and the rigid-body bias. Loaded a link ahead (as
+// extra), and (the inertias' sweep) c_i, the rigid-body bias and tau_i. Loaded a link ahead (as
 // cfd_abs_load): the next link's loads are in flight while this link's steps run.
 struct abs_lane_rec {
-  double R[9], p[3], S[6], J[6], d, c[6], pb[6];
+  double R[9], p[3], S[6], J[6], d, c[6], pb[6], tau;
 };
 
 __device__ __forceinline__ void abs_lane_load(const cfd_chain& c, const double* links,
-                                              const double* extra, int i, int j, bool vecs,
-                                              abs_lane_rec& r) {
+                                              const double* extra, const double* tau, int i,
+                                              int j, bool vecs, abs_lane_rec& r) {
   const double* L = links + CFD_ABS_LINK * (long)i;
   int col = j < 6 ? j : 0;
 #pragma unroll
@@ -71,6 +105,7 @@ __device__ __forceinline__ void abs_lane_load(const cfd_chain& c, const double* 
     if (vecs) r.c[k] = L[ABS_C + k], r.pb[k] = L[ABS_OFF + k];
   }
   r.d = c.armature[i] + (extra ? extra[i] : 0);
+  r.tau = vecs ? tau[i] : 0;
 }
 
 // 1. (aba_scan.h, cfd_abs_block_maps) poses, the velocity map and the Riccati map of block [s, e)
@@ -107,10 +142,10 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
   for (int r = 0; r < 6; r++) P[r] = G[r] = 0;
   int bad = 0, steps = abs_warp_len(len);
   abs_lane_rec cur, next;
-  abs_lane_load(c, links, extra, len > 0 ? e - 1 : s, j, false, cur);
+  abs_lane_load(c, links, extra, NULL, len > 0 ? e - 1 : s, j, false, cur);
   for (int t = 0; t < steps; t++) {
     bool on = t < len && j < 6;
-    abs_lane_load(c, links, extra, t + 1 < len ? e - 2 - t : s, j, false, next);
+    abs_lane_load(c, links, extra, NULL, t + 1 < len ? e - 2 - t : s, j, false, next);
     double Q[6];
     double Uj = 0, gj = 0;
     if (on) {
@@ -131,7 +166,7 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
       for (int r = 0; r < 6; r++) U[r] = sm[r], g[r] = sm[6 + r];
       double D = cfd_dot6(cur.S, U) + cur.d;
       bad |= !(D > 0);
-      double inv = 1 / D;
+      double inv = abs_rcp(D);
 #pragma unroll
       for (int r = 0; r < 6; r++) {
         G[r] += g[r] * gj * inv;
@@ -201,12 +236,12 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
   }
   int bad = 0, steps = abs_warp_len(len);
   abs_lane_rec cur, next;
-  abs_lane_load(c, links, extra, len > 0 ? e - 1 : s, j, true, cur);
+  abs_lane_load(c, links, extra, tau, len > 0 ? e - 1 : s, j, true, cur);
   for (int t = 0; t < steps; t++) {
     bool on = t < len;
     int i = on ? e - 1 - t : s;
     double* L = links + CFD_ABS_LINK * (long)i;
-    abs_lane_load(c, links, extra, t + 1 < len ? e - 2 - t : s, j, true, next);
+    abs_lane_load(c, links, extra, tau, t + 1 < len ? e - 2 - t : s, j, true, next);
     double Q[6];
     double Uj = 0;
     if (on && j < 6) {
@@ -226,7 +261,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
       for (int r = 0; r < 6; r++) U[r] = sm[r];
       D = cfd_dot6(cur.S, U) + cur.d;
       bad |= !(D > 0);
-      inv = 1 / D;
+      inv = abs_rcp(D);
       if (j < 6) {
         double h = 0;  // (Qa c_i)_j, Qa symmetric
 #pragma unroll
@@ -244,7 +279,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
       // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D), the same on every lane
       double h[6];
       Spb = cfd_dot6(cur.S, cur.pb);
-      double su = (tau[i] - Spb) * inv;
+      double su = (cur.tau - Spb) * inv;
 #pragma unroll
       for (int k = 0; k < 6; k++) h[k] = sm[6 + k] + cur.pb[k] + U[k] * su;
       cfd_wrench_to_parent(cur.R, cur.p, h, off);
@@ -266,7 +301,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
     if (on && j == 0) {
 #pragma unroll
       for (int k = 0; k < 6; k++) L[ABS_OFF + k] = off[k], L[ABS_U + k] = U[k];
-      L[ABS_D] = D;
+      L[ABS_DINV] = inv;
       L[ABS_SB] = Spb;
     }
     cur = next;
@@ -284,19 +319,14 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
   return bad;
 }
 
-// Riccati maps by a group: F1 after F2 into out (cfd_abs_riccati_compose): A = 1 + P02 G1 reduced
-// by Gauss-Jordan with partial pivoting, lane j carrying column j of A, of Z = A^-1 P02 and of
-// Y = A^-1 Phi2 (the pivot column passed round through shared memory), then
+// Riccati maps by a group: F1 after F2 (both staged in shared memory) into out
+// (cfd_abs_riccati_compose): A = 1 + P02 G1 reduced by Gauss-Jordan with partial pivoting, lane j
+// carrying column j of A, of Z = A^-1 P02 and of Y = A^-1 Phi2 (the pivot column passed round
+// through shared memory), then
 //   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y.
 // Every lane of the warp calls it (active: this group composes). Returns nonzero on a zero pivot.
-__device__ int abs_lanes_riccati(const double* F1g, const double* F2g, double* out, int j,
+__device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out, int j,
                                  bool active, double* sm) {
-  // both maps into shared memory first: one trip to L2 instead of one per product
-  double* F1 = sm + 84;
-  double* F2 = F1 + CFD_ABS_RIC;
-  if (active)
-    for (int w = j; w < CFD_ABS_RIC; w += ABS_GROUP) F1[w] = F1g[w], F2[w] = F2g[w];
-  __syncwarp();
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
   const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
   bool lane = active && j < 6;
@@ -338,7 +368,7 @@ __device__ int abs_lanes_riccati(const double* F1g, const double* F2g, double* o
         t = col[k]; col[k] = sw ? col[r] : col[k]; col[r] = sw ? t : col[r];
       }
       bad |= col[k] == 0;
-      double inv = 1 / col[k];
+      double inv = abs_rcp(col[k]);
       a[k] *= inv, z[k] *= inv, y[k] *= inv;
 #pragma unroll
       for (int r = 0; r < 6; r++) {
@@ -400,14 +430,10 @@ __device__ int abs_lanes_riccati(const double* F1g, const double* F2g, double* o
   return bad;
 }
 
-// Affine maps by a group: A1 after A2 into out, lane j < 6 a column of L1 L2, lane 6 L1 l2 + l1
-__device__ __forceinline__ void abs_lanes_affine(const double* A1g, const double* A2g,
-                                                 double* out, int j, bool active, double* sm) {
-  double* A1 = sm + 84;  // both maps into shared memory first
-  double* A2 = A1 + CFD_ABS_AFF;
-  if (active)
-    for (int w = j; w < CFD_ABS_AFF; w += ABS_GROUP) A1[w] = A1g[w], A2[w] = A2g[w];
-  __syncwarp();
+// Affine maps by a group: A1 after A2 (both staged in shared memory) into out, lane j < 6 a
+// column of L1 L2, lane 6 L1 l2 + l1
+__device__ __forceinline__ void abs_lanes_affine(const double* A1, const double* A2, double* out,
+                                                 int j, bool active) {
   if (!active || j > 6) return;
 #pragma unroll
   for (int r = 0; r < 6; r++) {
@@ -419,27 +445,52 @@ __device__ __forceinline__ void abs_lanes_affine(const double* A1g, const double
   }
 }
 
-// One Hillis-Steele step (cfd_abs_scan_step) by the group of block b; every lane of the warp calls
-// it. Returns nonzero on a zero pivot.
-__device__ int abs_lanes_step(int kind, int b, int nb, int k, const double* in, double* out, int j,
-                              double* sm) {
-  int width = kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC
-                                                                              : CFD_ABS_AFF;
-  bool inward = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
-  int other = inward ? b + k : b - k;
-  bool pair = b < nb && other >= 0 && other < nb;
-  const double* mine = in + (long)width * b;
+// A Hillis-Steele step (cfd_abs_scan_step) by the group of block b, in two halves so that a
+// caller may have the copies of several scans in flight at once: abs_lanes_fetch starts staging
+// the step's two elements (its own and the one it composes with) into the group's slot of shared
+// memory (sm + ABS_SLOT_RIC for the Riccati and affine kinds, sm + ABS_SLOT_FK for velocities);
+// after abs_stage_wait and a __syncwarp, abs_lanes_compose composes them into out (or copies the
+// group's own where it has no partner). Every lane of the warp calls both.
+__device__ __forceinline__ int abs_kind_width(int kind) {
+  return kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC : CFD_ABS_AFF;
+}
+
+__device__ __forceinline__ int abs_partner(int kind, int b, int nb, int k) {
+  int other = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS ? b + k : b - k;
+  return b < nb && other >= 0 && other < nb ? other : -1;
+}
+
+__device__ __forceinline__ void abs_lanes_fetch(int kind, int b, int nb, int k, const double* in,
+                                                int j, double* sm) {
+  int width = abs_kind_width(kind), other = abs_partner(kind, b, nb, k);
+  double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
+  if (b < nb) abs_stage(slot, in + (long)width * b, width, j);
+  if (other >= 0) abs_stage(slot + width, in + (long)width * other, width, j);
+}
+
+__device__ int abs_lanes_compose(int kind, int b, int nb, int k, double* out, int j, double* sm) {
+  int width = abs_kind_width(kind);
+  bool pair = abs_partner(kind, b, nb, k) >= 0;
+  const double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
   double* o = out + (long)width * b;
   if (b < nb && !pair)
-    for (int w = j; w < width; w += ABS_GROUP) o[w] = mine[w];
-  const double* them = in + (long)width * (pair ? other : 0);
-  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati(mine, them, o, j, pair, sm);
+    for (int w = j; w < width; w += ABS_GROUP) o[w] = slot[w];
+  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati(slot, slot + width, o, j, pair, sm);
   if (kind == CFD_ABS_SCAN_FK) {
-    if (pair && j == 0) cfd_abs_fk_compose(mine, them, o);
+    if (pair && j == 0) cfd_abs_fk_compose(slot, slot + width, o);
   } else {
-    abs_lanes_affine(mine, them, o, j, pair, sm);
+    abs_lanes_affine(slot, slot + width, o, j, pair);  // mine applied last
   }
   return 0;
+}
+
+// One whole step of one scan. Returns nonzero on a zero pivot (Riccati).
+__device__ int abs_lanes_step(int kind, int b, int nb, int k, const double* in, double* out, int j,
+                              double* sm) {
+  abs_lanes_fetch(kind, b, nb, k, in, j, sm);
+  abs_stage_wait();
+  __syncwarp();
+  return abs_lanes_compose(kind, b, nb, k, out, j, sm);
 }
 
 #endif  // CHAINFD_ABA_SCAN_LANES_CUH

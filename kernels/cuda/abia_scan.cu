@@ -85,9 +85,13 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   cluster_sync(cl);
   abs_mark(profile, &mk);  // maps
   int f = 0, r = 0;
-  for (int k = 1; k < nb; k *= 2, f ^= 1, r ^= 1) {
-    abs_lanes_step(CFD_ABS_SCAN_FK, b, nb, k, f ? fk1 : fk0, f ? fk0 : fk1, j, sm);
-    bad |= abs_lanes_step(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric1 : ric0, r ? ric0 : ric1, j, sm);
+  for (int k = 1; k < nb; k *= 2, f ^= 1, r ^= 1) {  // both steps' copies in flight at once
+    abs_lanes_fetch(CFD_ABS_SCAN_FK, b, nb, k, f ? fk1 : fk0, j, sm);
+    abs_lanes_fetch(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric1 : ric0, j, sm);
+    abs_stage_wait();
+    __syncwarp();
+    abs_lanes_compose(CFD_ABS_SCAN_FK, b, nb, k, f ? fk0 : fk1, j, sm);
+    bad |= abs_lanes_compose(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric0 : ric1, j, sm);
     cluster_sync(cl);
   }
   abs_mark(profile, &mk);  // velocity and Riccati scans
