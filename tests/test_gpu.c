@@ -39,6 +39,28 @@ static void fill_random(cfd_rng* r, double* x, int count, double lo, double hi) 
   for (int k = 0; k < count; k++) x[k] = cfd_rng_uniform(r, lo, hi);
 }
 
+// A test's chain: the model (a scene file or a chain:... spec) loaded and converted, its links
+// repeated to `tile` links when tile > 0. The model is handed back in *m where the test needs it
+// (m NULL: deleted). A failure is a test failure; returns 0 when the chain is there.
+static int load_chain(const char* model, int tile, mjModel** m, cfd_chain* c) {
+  char err[1024];
+  mjModel* mm = cfd_load_model(model, err, sizeof err);
+  EXPECT(mm != NULL, "%s: %s", model, err);
+  if (m) *m = NULL;
+  if (!mm) return 1;
+  int st = cfd_chain_from_model(mm, c, err, sizeof err);
+  EXPECT(st == 0, "%s: %s", model, err);
+  if (!st && tile > 0) {
+    cfd_chain base = *c;
+    st = cfd_chain_tile(&base, tile, c);
+    EXPECT(st == 0, "%s: tiled to %d links", model, tile);
+    cfd_chain_free(&base);
+  }
+  if (m && !st) *m = mm;
+  else mj_deleteModel(mm);
+  return st;
+}
+
 // B random states of c from seed (q, qd, tau and a joint-diagonal term ex, [B][n] each) and, when
 // ref is given, their reference qacc with ex.
 static void random_states(const cfd_chain* c, unsigned seed, int B, double* q, double* qd,
@@ -55,16 +77,8 @@ static void random_states(const cfd_chain* c, unsigned seed, int B, double* q, d
 
 static void test_case(const gpu_case* tc) {
   char err[1024];
-  mjModel* m = cfd_load_model(tc->model, err, sizeof err);
-  EXPECT(m != NULL, "%s: %s", tc->model, err);
-  if (!m) return;
   cfd_chain c;
-  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", tc->model, err);
-  if (tc->tile) {
-    cfd_chain base = c;
-    EXPECT(cfd_chain_tile(&base, tc->tile, &c) == 0, "tile");
-    cfd_chain_free(&base);
-  }
+  if (load_chain(tc->model, tc->tile, NULL, &c)) return;
   int n = c.n;
   const cfd_backend* twins[4] = {cfd_backend_find("cpu.abia"), cfd_backend_find("cpu.jsiia"),
                                  cfd_backend_find("cpu.cfa"), cfd_backend_find("cpu.abia")};
@@ -160,7 +174,6 @@ static void test_case(const gpu_case* tc) {
   free(q); free(qd); free(tau); free(extra); free(ref); free(got); free(twin); free(work);
   free(split_work);
   cfd_chain_free(&c);
-  mj_deleteModel(m);
 }
 
 // Every ABIA batch kernel (gpu_tuning.h), whatever (n, B) would choose, against the reference.
@@ -181,11 +194,8 @@ static void test_abia_variants(int quick) {
                           "chain:200,random=1,seed=42,slide=0.2"};
   for (int k = 0; k < (int)(sizeof models / sizeof models[0]); k++) {
     char err[1024];
-    mjModel* m = cfd_load_model(models[k], err, sizeof err);
-    EXPECT(m != NULL, "%s: %s", models[k], err);
-    if (!m) continue;
     cfd_chain c, cj;
-    EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", models[k], err);
+    if (load_chain(models[k], 0, NULL, &c)) continue;
     // the world kernels run on the chain in joint frames, and fall back to link frames without
     // it: these chains must have one, or the world variants below would test nothing new
     int jf = cfd_chain_in_joint_frames(&c, &cj) == 0;  // (frees cj itself when it fails)
@@ -217,7 +227,6 @@ static void test_abia_variants(int quick) {
     cfd_gpu_free(g);
     free(q);
     cfd_chain_free(&c);
-    mj_deleteModel(m);
   }
 }
 
@@ -229,12 +238,8 @@ static void test_abia_singular(void) {
       {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}, {9, "world warps"},
       {10, "scan"}};
   char err[1024];
-  const char* model = "chain:40,random=1,seed=46";
-  mjModel* m = cfd_load_model(model, err, sizeof err);
-  EXPECT(m != NULL, "%s: %s", model, err);
-  if (!m) return;
   cfd_chain c;
-  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", model, err);
+  if (load_chain("chain:40,random=1,seed=46", 0, NULL, &c)) return;
   int n = c.n, B = 3;
   for (int k = 0; k < 36; k++) c.inertia[36 * (n - 1) + k] = 0;
   c.armature[n - 1] = 0;
@@ -261,7 +266,6 @@ static void test_abia_singular(void) {
   cfd_gpu_free(g);
   free(q);
   cfd_chain_free(&c);
-  mj_deleteModel(m);
 }
 
 // One split call of B states against want (the plain call's qacc): its distance, or 1 on an error
@@ -283,12 +287,8 @@ static double split_once(cfd_gpu* g, int n, int B, const double* q, const double
 // the plain call on the same states, and its kernel time (the kernel's own clock) reported.
 static void test_abia_split_paths(void) {
   char err[1024];
-  const char* model = "chain:100,random=1,seed=47,armature=0.02";  // 4 blocks of 32 links
-  mjModel* m = cfd_load_model(model, err, sizeof err);
-  EXPECT(m != NULL, "%s: %s", model, err);
-  if (!m) return;
-  cfd_chain c;
-  EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", model, err);
+  cfd_chain c;  // 4 blocks of 32 links
+  if (load_chain("chain:100,random=1,seed=47,armature=0.02", 0, NULL, &c)) return;
   int n = c.n, Bmax = 16;
   double *q = malloc(sizeof(double) * 7 * Bmax * n), *qd = q + Bmax * n, *tau = qd + Bmax * n;
   double *ex = tau + Bmax * n, *want = ex + Bmax * n, *got = want + Bmax * n;
@@ -353,7 +353,6 @@ static void test_abia_split_paths(void) {
   cfd_gpu_free(g);
   free(q);
   cfd_chain_free(&c);
-  mj_deleteModel(m);
 }
 
 // The scan kernel (abia_scan.cu) for several block lengths, on a chain with multi-joint bodies
@@ -366,22 +365,14 @@ static void test_abia_scan(int quick) {
       {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9},
       {"chain:1000,random=1,seed=49,armature=0.01", 4096, 1e-8},
       {"chain:1000,random=1,seed=50,armature=0.01", 16384, 1e-8}};
-  // (links per block, batch): 0 the kernel's choice; the last, 40 chains, takes its batch
-  // layout (8 links per block from 32 chains on)
-  static const int runs[6][2] = {{0, 3}, {1, 3}, {2, 3}, {5, 3}, {32, 3}, {0, 40}};
+  // (links per block, batch): 0 the kernel's choice; 40 chains take its batch layout (8 links per
+  // block from 32 chains on); the last two alternate the two layouts, which the kernel keeps both
+  // of (the second finds its partition kept, the first has the older replaced)
+  static const int runs[][2] = {{0, 3}, {1, 3}, {2, 3}, {5, 3}, {32, 3}, {0, 40}, {0, 3}, {0, 40}};
   for (int k = 0; k < (quick ? 1 : 4); k++) {
     char err[1024];
-    mjModel* m = cfd_load_model(chains[k].model, err, sizeof err);
-    EXPECT(m != NULL, "%s: %s", chains[k].model, err);
-    if (!m) continue;
     cfd_chain c;
-    EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s: %s", chains[k].model, err);
-    mj_deleteModel(m);
-    if (chains[k].tile) {
-      cfd_chain base = c;
-      EXPECT(cfd_chain_tile(&base, chains[k].tile, &c) == 0, "tile");
-      cfd_chain_free(&base);
-    }
+    if (load_chain(chains[k].model, chains[k].tile, NULL, &c)) continue;
     int n = c.n, Bmax = n > 4096 ? 3 : 40;
     double *q = malloc(sizeof(double) * 7 * Bmax * n), *qd = q + Bmax * n, *tau = qd + Bmax * n;
     double *ex = tau + Bmax * n, *ref = ex + Bmax * n, *got = ref + Bmax * n;
@@ -390,7 +381,7 @@ static void test_abia_scan(int quick) {
     random_states(&c, 92 + (unsigned)k, Bmax, q, qd, tau, ex, ref);
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
-    for (int j = 0; j < 6 && g; j++) {
+    for (int j = 0; j < (int)(sizeof runs / sizeof runs[0]) && g; j++) {
       int L = runs[j][0], B = runs[j][1];
       if (B > Bmax) continue;
       if (L > 0 && L * (n > 4096 ? 512 : 256) < n) continue;  // it would be raised to the choice
@@ -435,11 +426,9 @@ static void test_abia_scan(int quick) {
 
 static void test_errors(void) {
   char err[1024];
-  mjModel* m = cfd_load_model(CHAINFD_SCENES_DIR "/arm7.xml", err, sizeof err);
-  EXPECT(m != NULL, "arm7.xml: %s", err);
-  if (!m) return;
+  mjModel* m;
   cfd_chain c;
-  cfd_chain_from_model(m, &c, err, sizeof err);
+  if (load_chain(CHAINFD_SCENES_DIR "/arm7.xml", 0, &m, &c)) return;
   cfd_gpu* g;
   EXPECT(cfd_gpu_create(&c, 99, CFD_GPU_ABIA, &g, err, sizeof err) != 0 && g == NULL,
          "device 99 must be refused");

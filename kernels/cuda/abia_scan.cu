@@ -169,20 +169,28 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
           : B >= 32 ? 2 * ABS_DEFAULT_LINKS : ABS_DEFAULT_LINKS;
   int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;
-  if (m != g->scan_links) {  // the partition, once per block length, in stream order (an earlier
-    int* starts = (int*)malloc(sizeof(int) * (n + 1));  // launch may still read the old one)
+  // the partition for m links per block: two are kept (one chain and a batch of 32 or more use
+  // different lengths, and a caller may alternate), a new one made and uploaded in stream order in
+  // place of the older (a launch before it may still read it)
+  int slot = m == g->scan_links[0] ? 0 : m == g->scan_links[1] ? 1 : -1;
+  if (slot < 0) {
+    slot = g->scan_oldest;
+    int* starts = (int*)malloc(sizeof(int) * (n + 1));
     if (!starts) return cudaErrorMemoryAllocation;
     int nb = cfd_abs_partition(g->scan_can_end, n, m, starts);
     // (from pageable memory the call returns once starts is staged: it may be freed then)
-    e = cudaMemcpyAsync(g->scan_starts, starts, sizeof(int) * (n + 1), cudaMemcpyHostToDevice,
-                        g->stream);
+    e = cudaMemcpyAsync(g->scan_starts + (size_t)slot * (n + 1), starts, sizeof(int) * (n + 1),
+                        cudaMemcpyHostToDevice, g->stream);
     free(starts);
+    g->scan_links[slot] = 0;
     if (e) return e;
-    g->scan_links = m;
-    g->scan_nb = nb;
+    g->scan_links[slot] = m;
+    g->scan_nb[slot] = nb;
+    g->scan_oldest = slot ^ 1;
   }
   cfd_gpu_abia_scan_chosen = m;
-  int nb = g->scan_nb;
+  int nb = g->scan_nb[slot];
+  const int* part = g->scan_starts + (size_t)slot * (n + 1);
   long stride = (long)CFD_ABS_LINK * n + (long)CFD_ABS_BLOCK * nb;
   // instances per launch: the scratch of a chunk within ABS_WORK_BUDGET (a huge forced batch runs
   // in chunks rather than failing to allocate)
@@ -207,7 +215,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   for (long b0 = 0; b0 < B && !e; b0 += chunk) {
     long nc = B - b0 < chunk ? B - b0 : chunk, o = b0 * n;
     cfg.gridDim = dim3((unsigned)(CL * nc));
-    e = cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, (const int*)g->scan_starts, nb,
+    e = cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, part, nb,
                            q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
                            g->scan_work, stride, error, cfd_gpu_abia_scan_profile);
   }

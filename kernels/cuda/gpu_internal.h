@@ -22,8 +22,11 @@ struct cfd_gpu {
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
   double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
   unsigned char* scan_can_end;  // ABIA, host: where the scan kernel's blocks may end (n flags)
-  int* scan_starts;    // ABIA, device: the scan kernel's blocks (n + 1) for scan_links per block
-  int scan_links, scan_nb, scan_max_cluster;
+  // ABIA, device: two partitions of the chain into the scan kernel's blocks (n + 1 starts each),
+  // partition k of scan_links[k] links per block (0: none yet) into scan_nb[k] blocks;
+  // scan_oldest: the one a new length replaces
+  int* scan_starts;
+  int scan_links[2], scan_nb[2], scan_oldest, scan_max_cluster;
   double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
   size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
