@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS) abia_kernel(cfd
   long o = (long)b * c.n;
   int st = cfd_aba_core_ex(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1,
                            work + b, B, 1);
-  if (st) atomicExch(error, st);
+  if (st) cfd_gpu_raise(error, st);
 }
 
 // Short chains in batches of a few thousand: the scratch in local memory instead (a per-thread
@@ -55,7 +55,7 @@ abia_local_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   long o = (long)b * c.n;
   int st = cfd_aba_core_ex(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1, w, 1,
                            LEAN);
-  if (st) atomicExch(error, st);
+  if (st) cfd_gpu_raise(error, st);
 }
 
 // Long chains in batches too small to fill the GPU with a thread per instance (200 links, B =
@@ -86,7 +86,7 @@ abia_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   bool bad = cfd_lanes_backward(c, lane, tau + o, extra ? extra + o : NULL, L,
                                 use_xch ? xch[threadIdx.x / CFD_LANES] : NULL);
   if (lane == 0 && active) {
-    if (bad) atomicExch(error, CFD_ERR_SINGULAR);
+    if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
     else cfd_lanes_accelerations(c, L, qacc + o);
   }
 }
@@ -117,7 +117,7 @@ abia_world_kernel(cfd_chain c, int B, const double* __restrict__ q, const double
   double w[LOCAL ? ABIA_WORLD_MAX_N * CFD_ABW_LINK_DOUBLES : 1];
   int st = cfd_aba_world(&c, JF, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1,
                          LOCAL ? w : work + b, LOCAL ? 1 : B);
-  if (st) atomicExch(error, st);
+  if (st) cfd_gpu_raise(error, st);
 }
 
 template <bool LOCAL>
@@ -156,7 +156,7 @@ abia_world_lanes_kernel(cfd_chain c, int B, const double* __restrict__ q,
   double qa = cfd_wl_qacc<W>(L, n, lane, c.gravity, link ? q[o] : 0, link ? qd[o] : 0,
                              link ? tau[o] : 0, link && extra ? extra[o] : 0, &bad);
   if (active && link) qacc[o] = qa;
-  if (active && bad) atomicExch(error, CFD_ERR_SINGULAR);
+  if (active && bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
 }
 
 static void launch_world_lanes(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -191,7 +191,7 @@ abia_world_blocks_kernel(cfd_chain c, int B, const double* __restrict__ q,
   long b = blockIdx.x, o = b * c.n;
   bool bad = cfd_awb_qacc(c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
                           work + b * CFD_AWB_LINK_DOUBLES * (long)c.n);
-  if (bad && threadIdx.x == 0) atomicExch(error, CFD_ERR_SINGULAR);  // bad: the warp's vote
+  if (bad && threadIdx.x == 0) cfd_gpu_raise(error, CFD_ERR_SINGULAR);  // bad: the warp's vote
 }
 
 // One chain or a few: a warp per block of 32 links (cfd_awb_qacc_warps), so that what each block
@@ -209,7 +209,7 @@ abia_world_warps_kernel(cfd_chain c, int B, const double* __restrict__ q,
   long b = blockIdx.x, o = b * c.n;
   bool bad = cfd_awb_qacc_warps<false>(c, q + o, qd + o, tau + o, extra ? extra + o : NULL,
                                        qacc + o, NULL);
-  if (bad && (threadIdx.x & 31) == 0) atomicExch(error, CFD_ERR_SINGULAR);  // the warp's vote
+  if (bad && (threadIdx.x & 31) == 0) cfd_gpu_raise(error, CFD_ERR_SINGULAR);  // the warp's vote
 }
 
 // The split call's kernel (cfd_gpu_fd_begin and _finish), a thread block per state, which stays
@@ -331,7 +331,7 @@ cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, doubl
 cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double* qd,
                                 const double* tau, const double* extra, double* qacc) {
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
-  int* error = g->info + g->capacity;
+  int* error = cfd_gpu_error_flag(g);
   int variant = abia_variant(g, B);
   if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
   if (variant == 9)

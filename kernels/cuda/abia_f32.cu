@@ -37,7 +37,7 @@ abia_f32_kernel(cfd_chain_f32 c, int B, const double* __restrict__ q, const doub
   }
   int st = cfd_aba_core_ex(&c, qf, qdf, tf, extra ? ef : NULL, af, B, w, B, 1);
   if (st) {
-    atomicExch(error, st);
+    *(volatile int*)error = st;  // (as cfd_gpu_raise: the flag may be host memory)
     return;
   }
   for (int i = 0; i < n; i++) qacc[o + i] = af[(long)i * B];

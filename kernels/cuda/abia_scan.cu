@@ -124,7 +124,7 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
                        qacc);
   if (profile) cluster_sync(cl);
   abs_mark(profile, &mk);  // accelerations
-  if (bad) atomicExch(error, CFD_ERR_SINGULAR);
+  if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
 }
 
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,

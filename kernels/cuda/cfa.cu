@@ -125,7 +125,7 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
         cfd_oee_row_begin(i, row, D, R, &a);
         cfd_oee_row_next(row, Ln, U + 36 * i, R + 6 * jn, &a);
         cfd_oee_row_prev(row, Lp, U + 36 * jp, R + 6 * jp, &a);
-        if (bad) atomicExch(error, CFD_ERR_SINGULAR);
+        if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
         cfd_oee_row_end(i, s, n, row, U, &a, Dn, Un, Rn, E, E + 36);
       }
     }
@@ -135,7 +135,7 @@ __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_vie
   double* D = flip ? v.D2 : v.D;  // block diagonal now
   double* R = flip ? v.R2 : v.R;
   for (int i = lt; i < n; i += GT) {
-    if (!refine && cfd_chol6_factor_rdiag(D + 36 * i)) atomicExch(error, CFD_ERR_SINGULAR);
+    if (!refine && cfd_chol6_factor_rdiag(D + 36 * i)) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
     else cfd_chol6_solve_rdiag(D + 36 * i, R + 6 * i);
   }
   cluster_sync(cl);
@@ -245,7 +245,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     done = cfd_cfa_done(corr, prev, size);  // every thread reads the same: all stop together
     // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
     if ((done || step == steps - 1) && gt == 0 && !cfd_cfa_converged(corr, prev, size))
-      atomicExch(error, CFD_ERR_INACCURATE);
+      cfd_gpu_raise(error, CFD_ERR_INACCURATE);
     prev = corr;
   }
 }
@@ -304,7 +304,7 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   return cudaLaunchKernelEx(&cfg, kernel, g->chain, (const double*)g->jinv,
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
                             qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
-                            (unsigned long long*)g->ptrs, g->info + g->capacity,
+                            (unsigned long long*)g->ptrs, cfd_gpu_error_flag(g),
                             cfd_gpu_cfa_profile, phase);
 }
 

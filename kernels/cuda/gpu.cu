@@ -322,15 +322,27 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   return 0;
 }
 
+// The kernels' error flag zeroed before a batch, unless it already is: a store where it is host
+// memory (after the stream's work: a batch that failed to launch may have left kernels running),
+// else a reset in stream order
+static cudaError_t clear_flag(cfd_gpu* g) {
+  if (g->flag_clear) return cudaSuccess;
+  if (g->maps_host) {
+    cudaError_t e = cudaStreamSynchronize(g->stream);
+    *(volatile int*)g->status = 0;
+    return e;
+  }
+  return cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
+}
+
 // The launches for B states already on the device (q, qd, tau, extra, qacc device arrays), chunk
 // by chunk, after clearing the kernels' error flag and starting the timing event.
 static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const double* dqd,
                         const double* dtau, const double* dextra, double* dqacc, char* err,
                         int err_size) {
   int n = g->n;
-  int* error_flag = g->info + g->capacity;
-  cudaError_t e = g->flag_clear ? cudaSuccess : cudaMemsetAsync(error_flag, 0, sizeof(int), g->stream);
-  g->flag_clear = 0;  // until this batch's finish queues the reset
+  cudaError_t e = clear_flag(g);
+  g->flag_clear = 0;  // until this batch's finish clears it (or queues its reset)
   if (!e) e = cudaEventRecord(g->start, g->stream);
   if (e) return fail(err, err_size, "starting the batch", e);
   for (int b0 = 0; b0 < B; b0 += chunk) {
@@ -341,7 +353,7 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
       e = cfd_gpu_launch_abia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
     } else if (g->alg == CFD_GPU_ABIA_F32) {
       e = cfd_launch_abia_f32(g->chain_f32, n, g->chain.gravity, nb, dq + o, dqd + o, dtau + o, ex,
-                              dqacc + o, (float*)g->work, g->info + g->capacity, g->stream);
+                              dqacc + o, (float*)g->work, cfd_gpu_error_flag(g), g->stream);
     } else if (g->alg == CFD_GPU_CFA) {
       e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, CFA_WHOLE);
     } else {
@@ -382,20 +394,24 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
 static int finish_batch(cfd_gpu* g, int B, int host, const double* dqacc, double* qacc, char* err,
                         int err_size) {
   size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
-  int* status = host ? (int*)(g->host + 5 * bn) : g->status;
+  int mapped = g->maps_host;  // the flag is host memory: read after the event, no copy down
+  int* status = mapped ? g->status : host ? (int*)(g->host + 5 * bn) : g->status;
   cudaError_t e = cudaEventRecord(g->stop, g->stream);
-  if (!e) e = cudaMemcpyAsync(status, g->info + g->capacity, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
+  if (!e && !mapped)
+    e = cudaMemcpyAsync(status, g->info + g->capacity, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
   if (!e && host)
     e = cudaMemcpyAsync(g->host + 4 * bn, dqacc, vec, cudaMemcpyDeviceToHost, g->stream);
-  // the flag's reset for the next batch goes after what this call waits for, so that it is off
-  // the call's path (a launch saved per call: a tenth of a 7-dof batch of 65,536)
+  // a device flag's reset for the next batch goes after what this call waits for, so that it is
+  // off the call's path (a launch saved per call: a tenth of a 7-dof batch of 65,536)
   if (!e) e = cudaEventRecord(g->copied, g->stream);
-  if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
+  if (!e && !mapped) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
   if (!e) e = cudaEventSynchronize(g->copied);
   if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
+  int st = *(volatile int*)status;
+  if (mapped) *(volatile int*)status = 0;  // the batch's kernels are done with it
   g->flag_clear = 1;
-  if (*status) {
-    snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(*status));
+  if (st) {
+    snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(st));
     return 1;
   }
   if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;  // timing only
@@ -607,7 +623,7 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   e = cudaMemcpyAsync(g->staging, g->host, 2 * vec, cudaMemcpyHostToDevice, g->stream);  // q, qd
   if (!e && extra_diag)
     e = cudaMemcpyAsync(g->staging + 3 * bn, g->host + 3 * bn, vec, cudaMemcpyHostToDevice, g->stream);
-  if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
+  if (!e) e = clear_flag(g);
   g->flag_clear = 0;  // the kernel below may set it
   if (!e) e = cudaEventRecord(g->start, g->stream);
   const double* dq = g->staging;

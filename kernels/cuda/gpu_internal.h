@@ -38,7 +38,8 @@ struct cfd_gpu {
   double* resid;       // [B][n] refinement residual and correction
   double* work;        // per-algorithm scratch, work_per_instance * capacity doubles
   double** ptrs;       // cuSOLVER batched pointer arrays (2 * capacity); CFA: 4 norms per instance
-  int* info;           // cuSOLVER info (capacity) and the kernels' error flag (info[capacity])
+  int* info;           // cuSOLVER info (capacity), and the kernels' error flag (info[capacity])
+                       // where the device cannot map page-locked memory (cfd_gpu_error_flag)
   double* solver_work;
   int solver_lwork;
   cusolverDnHandle_t solver;
@@ -47,8 +48,9 @@ struct cfd_gpu {
   cudaEvent_t copied;   // a batch's status (and qacc) down; its flag's reset is queued after it
   int flag_clear;       // the kernels' error flag is zero, or queued to be, before any later work
   float last_ms;
-  int* status;          // page-locked: the kernels' status, copied down (device arrays; a
-                        // copy into pageable memory would cost the call a staged transfer)
+  int* status;          // page-locked: the kernels' error flag itself where the device maps it
+                        // (maps_host), else its copy down (device arrays; a copy into pageable
+                        // memory would cost the call a staged transfer)
   int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on
                         // the device (CFA), 3 factors on their way to the host (ABIA)
   int pending_B, pending_extra;
@@ -64,6 +66,13 @@ struct cfd_gpu {
   long long split_last_ns;         // when the last split call finished (CLOCK_MONOTONIC)
   int maps_host;                   // kernels may read and write page-locked host memory
 };
+
+// Where the FD kernels raise a state's failure (a CFD_ERR_* code; zero: none): page-locked host
+// memory where the device maps it, so that a call reads it after its event with no copy down (a
+// copy after the kernel cost a few us of every call, most of a small batch's), else a device word.
+static inline int* cfd_gpu_error_flag(cfd_gpu* g) {
+  return g->maps_host ? g->status : g->info + g->capacity;
+}
 
 // Scratch doubles one instance needs for algorithm alg on n links.
 size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n);
@@ -130,6 +139,11 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
 void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf);
 
 #ifdef __CUDACC__
+// A kernel's failure into the error flag (cfd_gpu_error_flag): a plain store, since the flag may
+// be host memory across the bus, where atomics need the platform's support; any failing thread's
+// code will do.
+__device__ __forceinline__ void cfd_gpu_raise(int* flag, int code) { *(volatile int*)flag = code; }
+
 // The GPU's nanosecond clock (one for all SMs)
 __device__ __forceinline__ unsigned long long cfd_gpu_clock_ns(void) {
   unsigned long long t;

@@ -67,7 +67,7 @@ __global__ void jsiia_small_solve_kernel(int n, int B, double* work, long stride
   double* M = w + JS_OFF_M(n);
   double* x = w + JS_OFF_RHS(n);
   if (!refine && cfd_chol_factor(M, n, n)) {
-    atomicExch(error, CFD_ERR_SINGULAR);
+    cfd_gpu_raise(error, CFD_ERR_SINGULAR);
     return;
   }
   cfd_chol_solve(M, n, n, x, 1, 1);
@@ -98,7 +98,8 @@ __global__ void jsiia_gather_kernel(int n, int B, const double* work, long strid
 // One solve with the factor in M (factor = 1: form it first); writes or (refine) adds qacc.
 static int jsiia_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine, const char** what) {
   int n = g->n;
-  int* error = g->info + g->capacity;
+  int* error = cfd_gpu_error_flag(g);
+  int* potrs_info = g->info + g->capacity + 1;  // device, unread: potrs fails only on bad arguments
   if (n <= JSIIA_SMALL_N) {
     jsiia_small_solve_kernel<<<(B + 127) / 128, 128, 0, g->stream>>>(n, B, g->work, stride, qacc,
                                                                      refine, error);
@@ -116,7 +117,7 @@ static int jsiia_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
       if (st != CUSOLVER_STATUS_SUCCESS) return 1;
     }
     *what = "cusolverDnDpotrs";
-    st = cusolverDnDpotrs(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, M, n, x, n, error + 1);
+    st = cusolverDnDpotrs(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, M, n, x, n, potrs_info);
     if (st != CUSOLVER_STATUS_SUCCESS) return 1;
   } else {
     if (!refine) {
@@ -127,7 +128,7 @@ static int jsiia_solve(cfd_gpu* g, int B, long stride, double* qacc, int refine,
     }
     *what = "cusolverDnDpotrsBatched";
     st = cusolverDnDpotrsBatched(g->solver, CUBLAS_FILL_MODE_LOWER, n, 1, g->ptrs, n, g->ptrs + B, n,
-                                 error + 1, B);
+                                 potrs_info, B);
     if (st != CUSOLVER_STATUS_SUCCESS) return 1;
   }
   dim3 ggrid((n + 127) / 128, B);
