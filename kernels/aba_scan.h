@@ -326,7 +326,7 @@ CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q,
 }
 
 // 2. With V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none), the block's velocities and
-// articulated inertias, kept per link as c_i, U_i, d_i, off_i, S^T bias, and its bias map
+// articulated inertias, kept per link as c_i, U_i, 1/d_i, off_i, S^T bias, and its bias map
 // (aff: L, l; keep: L again). Returns nonzero when a d_i is not positive.
 CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double* qd,
                                   const double* tau, const double* extra, const double* Vin,
@@ -396,7 +396,7 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
   return bad;
 }
 
-// What the bias and acceleration sweeps read of link i: its pose, screw, U_i, d_i, S^T bias (then
+// What the bias and acceleration sweeps read of link i: its pose, screw, U_i, 1/d_i, S^T bias (then
 // u_i), one 6-vector (vec: off_i or c_i) and tau_i. Loaded a link ahead of its use, so that on a
 // GPU the next link's loads are in flight while this link's arithmetic runs (each sweep is a
 // chain of dependent steps, and a load from L2 costs as much as a step).

@@ -44,7 +44,9 @@ __device__ __forceinline__ void abs_stage_wait() { asm volatile("cp.async.wait_a
 // 1/x to within about an ulp: the hardware's approximate reciprocal and two Newton steps, a few
 // dependent instructions where an IEEE division is a subroutine with a slow-path branch (each
 // sits on a sweep's or a composition's chain of dependent steps). x: a pivot or a D, finite and
-// nonzero (zero gives NaN, which the callers' checks catch as well).
+// nonzero (zero gives NaN, which the callers' checks catch as well). Not caught: a positive x
+// below DBL_MIN, which the approximation flushes to zero (NaN again, where 1/x would be huge or
+// infinite: a link singular in all but name either way); nor |x| >= 2^1022, whose result is 0.
 __device__ __forceinline__ double abs_rcp(double x) {
   double r;
   asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
