@@ -15,6 +15,8 @@
 #ifndef CHAINFD_ABA_SCAN_LANES_CUH
 #define CHAINFD_ABA_SCAN_LANES_CUH
 
+#include <float.h>
+
 #include "aba_scan.h"
 
 #define ABS_GROUP 8       // lanes per block of links
@@ -44,9 +46,9 @@ __device__ __forceinline__ void abs_stage_wait() { asm volatile("cp.async.wait_a
 // 1/x to within about an ulp: the hardware's approximate reciprocal and two Newton steps, a few
 // dependent instructions where an IEEE division is a subroutine with a slow-path branch (each
 // sits on a sweep's or a composition's chain of dependent steps). x: a pivot or a D, finite and
-// nonzero (zero gives NaN, which the callers' checks catch as well). Not caught: a positive x
-// below DBL_MIN, which the approximation flushes to zero (NaN again, where 1/x would be huge or
-// infinite: a link singular in all but name either way); nor |x| >= 2^1022, whose result is 0.
+// at least DBL_MIN in magnitude (the callers refuse anything smaller as singular: the
+// approximation flushes a subnormal to zero, and the Newton steps then give NaN); |x| >= 2^1022
+// gives 0.
 __device__ __forceinline__ double abs_rcp(double x) {
   double r;
   asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
@@ -167,7 +169,7 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r], g[r] = sm[6 + r];
       double D = cfd_dot6(cur.S, U) + cur.d;
-      bad |= !(D > 0);
+      bad |= !(D >= DBL_MIN);  // (abs_rcp flushes a subnormal D to 0)
       double inv = abs_rcp(D);
 #pragma unroll
       for (int r = 0; r < 6; r++) {
@@ -262,7 +264,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r];
       D = cfd_dot6(cur.S, U) + cur.d;
-      bad |= !(D > 0);
+      bad |= !(D >= DBL_MIN);  // (abs_rcp flushes a subnormal D to 0)
       inv = abs_rcp(D);
       if (j < 6) {
         double h = 0;  // (Qa c_i)_j, Qa symmetric
@@ -369,7 +371,7 @@ __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out
         t = y[k]; y[k] = sw ? y[r] : y[k]; y[r] = sw ? t : y[r];
         t = col[k]; col[k] = sw ? col[r] : col[k]; col[r] = sw ? t : col[r];
       }
-      bad |= col[k] == 0;
+      bad |= !(fabs(col[k]) >= DBL_MIN);  // (as D)
       double inv = abs_rcp(col[k]);
       a[k] *= inv, z[k] *= inv, y[k] *= inv;
 #pragma unroll
