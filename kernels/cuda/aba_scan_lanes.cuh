@@ -455,9 +455,6 @@ __device__ __forceinline__ void abs_lanes_affine(const double* A1, const double*
 // memory (sm + ABS_SLOT_RIC for the Riccati and affine kinds, sm + ABS_SLOT_FK for velocities);
 // after abs_stage_wait and a __syncwarp, abs_lanes_compose composes them into out (or copies the
 // group's own where it has no partner). Every lane of the warp calls both.
-__device__ __forceinline__ int abs_kind_width(int kind) {
-  return kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC : CFD_ABS_AFF;
-}
 
 __device__ __forceinline__ int abs_partner(int kind, int b, int nb, int k) {
   int other = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS ? b + k : b - k;
@@ -466,14 +463,14 @@ __device__ __forceinline__ int abs_partner(int kind, int b, int nb, int k) {
 
 __device__ __forceinline__ void abs_lanes_fetch(int kind, int b, int nb, int k, const double* in,
                                                 int j, double* sm) {
-  int width = abs_kind_width(kind), other = abs_partner(kind, b, nb, k);
+  int width = cfd_abs_width(kind), other = abs_partner(kind, b, nb, k);
   double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
   if (b < nb) abs_stage(slot, in + (long)width * b, width, j);
   if (other >= 0) abs_stage(slot + width, in + (long)width * other, width, j);
 }
 
 __device__ int abs_lanes_compose(int kind, int b, int nb, int k, double* out, int j, double* sm) {
-  int width = abs_kind_width(kind);
+  int width = cfd_abs_width(kind);
   bool pair = abs_partner(kind, b, nb, k) >= 0;
   const double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
   double* o = out + (long)width * b;
