@@ -438,18 +438,20 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
     if (s.m) emit("abia_scan", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);
     for (int B = 1; B <= 512; B *= 8) {
-      for (int l = -4; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
+      for (int l = -5; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
         char who[96];
         gpu_meas gm;
-        if (l == -4) {  // 32 groups of lanes per thread block instead of 16
+        if (l <= -4) {  // 32 groups of lanes per thread block instead of 16: the default length, 2
           cfd_gpu_abia_variant = 10;
           cfd_gpu_abia_scan_groups = 32;
+          cfd_gpu_abia_scan_links = l == -5 ? 2 : 0;
           cfd_gpu_abia_scan_profile = B == 1;
           gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
           cfd_gpu_abia_variant = 0;
           cfd_gpu_abia_scan_groups = 0;
+          cfd_gpu_abia_scan_links = 0;
           cfd_gpu_abia_scan_profile = 0;
-          snprintf(who, sizeof who, "cuda.abia[scan,0,32/block]");
+          snprintf(who, sizeof who, "cuda.abia[scan,%d,32/block]", l == -5 ? 2 : 0);
           if (gm.ok && B == 1) {
             double ph[16];
             int np = cfd_gpu_abia_scan_phases(ph, 16);

@@ -208,10 +208,14 @@ CFD_HD int cfd_abs_riccati_compose(const double* CFD_RESTRICT F1, const double* 
 // in_{b-k} (forward kinds) or in_{b+k} (inward kinds), a copy where there is none. Returns
 // nonzero on a zero pivot (Riccati).
 enum { CFD_ABS_SCAN_FK, CFD_ABS_SCAN_RIC, CFD_ABS_SCAN_BIAS, CFD_ABS_SCAN_ACC };
+// doubles per element of a scan kind
+CFD_HD int cfd_abs_width(int kind) {
+  return kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC : CFD_ABS_AFF;
+}
+
 CFD_HD int cfd_abs_scan_step(int kind, int b, int nb, int k, const double* CFD_RESTRICT in,
                              double* CFD_RESTRICT out) {
-  int width = kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC
-                                                                              : CFD_ABS_AFF;
+  int width = cfd_abs_width(kind);
   int inward = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
   int other = inward ? b + k : b - k;
   const double* mine = in + (long)width * b;

@@ -1,7 +1,8 @@
 // ABIA as scans over blocks of links (aba_scan.h): the CPU twin of cuda/abia_scan.cu. The same
 // steps in the same order, each scan a Hillis-Steele scan over all blocks (n log n work here, where
-// the GPU does each step's blocks at once), so that the GPU is checked against it and the scan form
-// against the sequential sweeps.
+// the GPU does each step's blocks at once; the GPU's scans run in two levels, thread block then
+// cluster, which groups the same compositions otherwise: the two agree to rounding), so that the
+// GPU is checked against it and the scan form against the sequential sweeps.
 #include "aba_scan.h"
 #include "chain.h"
 

@@ -15,38 +15,22 @@
 #ifndef CHAINFD_ABA_SCAN_LANES_CUH
 #define CHAINFD_ABA_SCAN_LANES_CUH
 
+#include <float.h>
+
 #include "aba_scan.h"
 
 #define ABS_GROUP 8       // lanes per block of links
-// doubles of shared memory per group: scratch 84, a step's two Riccati or affine maps, its two
-// velocity maps (every slot 16-byte aligned, for abs_stage), and 4 of padding: the four groups of
-// a warp often read the same place in their slices at once, which must then lie in different
-// banks (a group's size = 4 mod 16 doubles; at 0 mod 16 they were 4-way bank conflicts)
-#define ABS_SLOT_RIC 84
-#define ABS_SLOT_FK (ABS_SLOT_RIC + 2 * CFD_ABS_RIC)
-#define ABS_SHARED (ABS_SLOT_FK + 2 * CFD_ABS_FK + 4)
-
-// Starts copying n doubles (n even, both ends 16-byte aligned) from global to shared memory, a
-// lane taking every 8th pair, with all its requests in flight at once (cp.async through L2 only:
-// the maps were written by other SMs of the cluster). A loop of loads and stores paid an L2 round
-// trip every few doubles; this pays one. abs_stage_wait waits for the lane's own copies; a
-// __syncwarp after it shows them to the group.
-__device__ __forceinline__ void abs_stage(double* dst, const double* src, int n, int j) {
-  for (int w = 2 * j; w < n; w += 2 * ABS_GROUP)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst + w)),
-                 "l"(src + w)
-                 : "memory");
-}
-
-__device__ __forceinline__ void abs_stage_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// doubles of shared memory per group for its scratch (the columns it passes round): 4 mod 16, as
+// the four groups of a warp often read the same place in their slices at once, which must then
+// lie in different banks (at 0 mod 16 they were 4-way bank conflicts)
+#define ABS_SCRATCH 84
 
 // 1/x to within about an ulp: the hardware's approximate reciprocal and two Newton steps, a few
 // dependent instructions where an IEEE division is a subroutine with a slow-path branch (each
 // sits on a sweep's or a composition's chain of dependent steps). x: a pivot or a D, finite and
-// nonzero (zero gives NaN, which the callers' checks catch as well). Not caught: a positive x
-// below DBL_MIN, which the approximation flushes to zero (NaN again, where 1/x would be huge or
-// infinite: a link singular in all but name either way); nor |x| >= 2^1022, whose result is 0.
+// at least DBL_MIN in magnitude (the callers refuse anything smaller as singular: the
+// approximation flushes a subnormal to zero, and the Newton steps then give NaN); |x| >= 2^1022
+// gives 0.
 __device__ __forceinline__ double abs_rcp(double x) {
   double r;
   asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
@@ -167,7 +151,7 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r], g[r] = sm[6 + r];
       double D = cfd_dot6(cur.S, U) + cur.d;
-      bad |= !(D > 0);
+      bad |= !(D >= DBL_MIN);  // (abs_rcp flushes a subnormal D to 0)
       double inv = abs_rcp(D);
 #pragma unroll
       for (int r = 0; r < 6; r++) {
@@ -262,7 +246,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 #pragma unroll
       for (int r = 0; r < 6; r++) U[r] = sm[r];
       D = cfd_dot6(cur.S, U) + cur.d;
-      bad |= !(D > 0);
+      bad |= !(D >= DBL_MIN);  // (abs_rcp flushes a subnormal D to 0)
       inv = abs_rcp(D);
       if (j < 6) {
         double h = 0;  // (Qa c_i)_j, Qa symmetric
@@ -321,12 +305,15 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
   return bad;
 }
 
-// Riccati maps by a group: F1 after F2 (both staged in shared memory) into out
-// (cfd_abs_riccati_compose): A = 1 + P02 G1 reduced by Gauss-Jordan with partial pivoting, lane j
-// carrying column j of A, of Z = A^-1 P02 and of Y = A^-1 Phi2 (the pivot column passed round
-// through shared memory), then
+// Riccati maps by a group: F1 after F2 (cfd_abs_riccati_compose) into out, both in shared memory:
+// A = 1 + P02 G1 reduced by Gauss-Jordan with partial pivoting, lane j carrying column j of A, of
+// Z = A^-1 P02 and of Y = A^-1 Phi2 (the pivot column passed round through the group's scratch),
+// then
 //   P0 = P01 + Phi1 Z Phi1^T,  Phi = Phi1 Y,  G = G2 + Phi2^T G1 Y.
-// Every lane of the warp calls it (active: this group composes). Returns nonzero on a zero pivot.
+// APPLY: F1 applied to an inertia, F2 = C (36 doubles): the map (C, 1, 0) composed, of which only
+// P0 = F1(C) is wanted (no Y, Phi or G). Every lane of the warp calls it (active: this group
+// composes). Returns nonzero on a pivot that is zero or too small for abs_rcp.
+template <bool APPLY>
 __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out, int j,
                                  bool active, double* sm) {
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
@@ -342,7 +329,7 @@ __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out
       for (int k = 0; k < 6; k++) s += P02[6 * r + k] * G1[6 * k + j];
       a[r] = s;
       z[r] = P02[6 * r + j];
-      y[r] = Phi2[6 * r + j];
+      y[r] = APPLY ? 0 : Phi2[6 * r + j];
     }
   }
 #pragma unroll
@@ -366,17 +353,19 @@ __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out
         double t;
         t = a[k]; a[k] = sw ? a[r] : a[k]; a[r] = sw ? t : a[r];
         t = z[k]; z[k] = sw ? z[r] : z[k]; z[r] = sw ? t : z[r];
-        t = y[k]; y[k] = sw ? y[r] : y[k]; y[r] = sw ? t : y[r];
+        if (!APPLY) { t = y[k]; y[k] = sw ? y[r] : y[k]; y[r] = sw ? t : y[r]; }
         t = col[k]; col[k] = sw ? col[r] : col[k]; col[r] = sw ? t : col[r];
       }
-      bad |= col[k] == 0;
+      bad |= !(fabs(col[k]) >= DBL_MIN);  // (abs_rcp flushes a subnormal to 0)
       double inv = abs_rcp(col[k]);
-      a[k] *= inv, z[k] *= inv, y[k] *= inv;
+      a[k] *= inv, z[k] *= inv;
+      if (!APPLY) y[k] *= inv;
 #pragma unroll
       for (int r = 0; r < 6; r++) {
         if (r == k) continue;
         double f = col[r];
-        a[r] -= f * a[k], z[r] -= f * z[k], y[r] -= f * y[k];
+        a[r] -= f * a[k], z[r] -= f * z[k];
+        if (!APPLY) y[r] -= f * y[k];
       }
     }
     __syncwarp();
@@ -398,42 +387,46 @@ __device__ int abs_lanes_riccati(const double* F1, const double* F2, double* out
     for (int k = 0; k < 6; k++) phi_j[k] = Phi1[6 * j + k];
 #pragma unroll
     for (int r = 0; r < 6; r++) {
-      double v = P01[6 * r + j], f = 0, g = 0;
+      double v = P01[6 * r + j];
 #pragma unroll
-      for (int k = 0; k < 6; k++) {
-        v += sm[6 * k + r] * phi_j[k];
-        f += Phi1[6 * r + k] * y[k];
-        g += G1[6 * r + k] * y[k];
-      }
+      for (int k = 0; k < 6; k++) v += sm[6 * k + r] * phi_j[k];
       pc[r] = v;
-      out[36 + 6 * r + j] = f;
-      gy[r] = g;
-    }
+      if (!APPLY) {
+        double f = 0, g = 0;
 #pragma unroll
-    for (int r = 0; r < 6; r++) {
-      double v = G2[6 * r + j];
-#pragma unroll
-      for (int k = 0; k < 6; k++) v += Phi2[6 * k + r] * gy[k];
-      gc[r] = v;
+        for (int k = 0; k < 6; k++) f += Phi1[6 * r + k] * y[k], g += G1[6 * r + k] * y[k];
+        out[36 + 6 * r + j] = f;
+        gy[r] = g;
+      }
     }
+    if (!APPLY)
+#pragma unroll
+      for (int r = 0; r < 6; r++) {
+        double v = G2[6 * r + j];
+#pragma unroll
+        for (int k = 0; k < 6; k++) v += Phi2[6 * k + r] * gy[k];
+        gc[r] = v;
+      }
   }
   __syncwarp();
   if (lane)
 #pragma unroll
-    for (int r = 0; r < 6; r++) sm[6 * j + r] = pc[r], sm[36 + 6 * j + r] = gc[r];
+    for (int r = 0; r < 6; r++) {
+      sm[6 * j + r] = pc[r];
+      if (!APPLY) sm[36 + 6 * j + r] = gc[r];
+    }
   __syncwarp();
   if (lane)
 #pragma unroll
     for (int r = 0; r < 6; r++) {
       out[6 * r + j] = 0.5 * (pc[r] + sm[6 * r + j]);
-      out[72 + 6 * r + j] = 0.5 * (gc[r] + sm[36 + 6 * r + j]);
+      if (!APPLY) out[72 + 6 * r + j] = 0.5 * (gc[r] + sm[36 + 6 * r + j]);
     }
   __syncwarp();
   return bad;
 }
 
-// Affine maps by a group: A1 after A2 (both staged in shared memory) into out, lane j < 6 a
-// column of L1 L2, lane 6 L1 l2 + l1
+// Affine maps by a group: A1 after A2 into out, lane j < 6 a column of L1 L2, lane 6 L1 l2 + l1
 __device__ __forceinline__ void abs_lanes_affine(const double* A1, const double* A2, double* out,
                                                  int j, bool active) {
   if (!active || j > 6) return;
@@ -447,52 +440,58 @@ __device__ __forceinline__ void abs_lanes_affine(const double* A1, const double*
   }
 }
 
-// A Hillis-Steele step (cfd_abs_scan_step) by the group of block b, in two halves so that a
-// caller may have the copies of several scans in flight at once: abs_lanes_fetch starts staging
-// the step's two elements (its own and the one it composes with) into the group's slot of shared
-// memory (sm + ABS_SLOT_RIC for the Riccati and affine kinds, sm + ABS_SLOT_FK for velocities);
-// after abs_stage_wait and a __syncwarp, abs_lanes_compose composes them into out (or copies the
-// group's own where it has no partner). Every lane of the warp calls both.
-__device__ __forceinline__ int abs_kind_width(int kind) {
-  return kind == CFD_ABS_SCAN_FK ? CFD_ABS_FK : kind == CFD_ABS_SCAN_RIC ? CFD_ABS_RIC : CFD_ABS_AFF;
-}
-
-__device__ __forceinline__ int abs_partner(int kind, int b, int nb, int k) {
-  int other = kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS ? b + k : b - k;
-  return b < nb && other >= 0 && other < nb ? other : -1;
-}
-
-__device__ __forceinline__ void abs_lanes_fetch(int kind, int b, int nb, int k, const double* in,
-                                                int j, double* sm) {
-  int width = abs_kind_width(kind), other = abs_partner(kind, b, nb, k);
-  double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
-  if (b < nb) abs_stage(slot, in + (long)width * b, width, j);
-  if (other >= 0) abs_stage(slot + width, in + (long)width * other, width, j);
-}
-
-__device__ int abs_lanes_compose(int kind, int b, int nb, int k, double* out, int j, double* sm) {
-  int width = abs_kind_width(kind);
-  bool pair = abs_partner(kind, b, nb, k) >= 0;
-  const double* slot = sm + (kind == CFD_ABS_SCAN_FK ? ABS_SLOT_FK : ABS_SLOT_RIC);
-  double* o = out + (long)width * b;
-  if (b < nb && !pair)
-    for (int w = j; w < width; w += ABS_GROUP) o[w] = slot[w];
-  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati(slot, slot + width, o, j, pair, sm);
+// A scan's step for one group (cfd_abs_scan_step): out = own composed after other (own applied
+// last), or a copy of own where other is NULL; all in shared memory. Every lane of the warp calls
+// it (active: the group has an element). Returns nonzero on a zero pivot (Riccati).
+__device__ __forceinline__ int abs_lanes_combine(int kind, const double* own, const double* other,
+                                                 double* out, int j, bool active, double* sm) {
+  bool pair = active && other;
+  if (active && !other)
+    for (int w = j; w < cfd_abs_width(kind); w += ABS_GROUP) out[w] = own[w];
+  if (!other) other = own;  // (read by no lane)
+  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati<false>(own, other, out, j, pair, sm);
   if (kind == CFD_ABS_SCAN_FK) {
-    if (pair && j == 0) cfd_abs_fk_compose(slot, slot + width, o);
+    if (pair && j == 0) cfd_abs_fk_compose(own, other, out);
   } else {
-    abs_lanes_affine(slot, slot + width, o, j, pair);  // mine applied last
+    abs_lanes_affine(own, other, out, j, pair);
   }
   return 0;
 }
 
-// One whole step of one scan. Returns nonzero on a zero pivot (Riccati).
-__device__ int abs_lanes_step(int kind, int b, int nb, int k, const double* in, double* out, int j,
-                              double* sm) {
-  abs_lanes_fetch(kind, b, nb, k, in, j, sm);
-  abs_stage_wait();
-  __syncwarp();
-  return abs_lanes_compose(kind, b, nb, k, out, j, sm);
+// doubles of a scan kind's value: what a block of links hands on (an inertia, a velocity, a force
+// or an acceleration)
+__device__ __forceinline__ int abs_value_width(int kind) { return kind == CFD_ABS_SCAN_RIC ? 36 : 6; }
+
+// where an element (map) keeps the value it gives when it receives nothing: P0, w or l
+__device__ __forceinline__ int abs_value_at(int kind) {
+  return kind == CFD_ABS_SCAN_RIC ? 0 : kind == CFD_ABS_SCAN_FK ? 12 : 36;
+}
+
+// The value the map own (shared memory) gives for the value in (shared memory; NULL: nothing
+// received, the map's own value), into out: P0 + Phi C (1 + G C)^-1 Phi^T, X_own V + w or
+// L t + l. Every lane of the warp calls it. Returns nonzero on a zero pivot (Riccati).
+__device__ __forceinline__ int abs_lanes_value(int kind, const double* own, const double* in,
+                                               double* out, int j, bool active, double* sm) {
+  int at = abs_value_at(kind);
+  if (!in) {
+    if (active)
+      for (int w = j; w < abs_value_width(kind); w += ABS_GROUP) out[w] = own[at + w];
+    return 0;
+  }
+  if (kind == CFD_ABS_SCAN_RIC) return abs_lanes_riccati<true>(own, in, out, j, active, sm);
+  if (active && j < 6) {
+    double v = own[at + j];
+    if (kind == CFD_ABS_SCAN_FK) {
+      double x[6];
+      cfd_twist_to_child(own, own + 9, in, x);
+      v += x[j];
+    } else {
+#pragma unroll
+      for (int k = 0; k < 6; k++) v += own[6 * j + k] * in[k];
+    }
+    out[j] = v;
+  }
+  return 0;
 }
 
 #endif  // CHAINFD_ABA_SCAN_LANES_CUH

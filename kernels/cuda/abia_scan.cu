@@ -1,12 +1,14 @@
 // ABIA for one long chain (or a few) as scans over blocks of links (aba_scan.h; its CPU twin is
-// cpu/abia_scan_cpu.c, the same steps in the same order). A group of 8 lanes per block of links
-// (aba_scan_lanes.cuh), 16 groups per thread block (32 past 4096 links), up to 16 thread blocks per chain in
-// one cluster (16 SMs): each group runs its own links' sweeps, and what the blocks hand each other
-// (velocities, articulated inertias as Riccati maps, bias forces, accelerations) comes from
-// Hillis-Steele scans across the groups, ceil(log2 blocks) steps each, the maps in global memory
-// (L2) between cluster barriers. A chain's sequential depth is its links per block plus a few
-// dozen map compositions, where the sweeps of the other kernels take every link in turn; and
-// unlike CFA it stays accurate at any length.
+// cpu/abia_scan_cpu.c, the same steps in the same order, its scans flat where these are in two
+// levels: the same compositions grouped otherwise, apart by rounding). A group of 8 lanes per
+// block of links (aba_scan_lanes.cuh), 16 groups per thread block (32 past 4096 links), up to 16
+// thread blocks per chain in one cluster (16 SMs): each group runs its own links' sweeps, and
+// what the blocks hand each other (velocities, articulated inertias as Riccati maps, bias forces,
+// accelerations) comes from scans across the groups (abs_scan): within each thread block in
+// shared memory, then across the cluster's thread blocks through distributed shared memory, two
+// cluster barriers a scan. A chain's sequential depth is its links per block plus a few dozen map
+// compositions, where the sweeps of the other kernels take every link in turn; and unlike CFA it
+// stays accurate at any length.
 #include <cooperative_groups.h>
 
 #include "aba_scan_lanes.cuh"
@@ -21,6 +23,8 @@ namespace cg = cooperative_groups;
 // links), longer chains get longer blocks.
 #define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_abia_scan_groups)
 #define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
+// global scratch per block of links, after CFD_ABS_LINK per link (abia_scan_kernel: v_fk ... keep)
+#define ABS_VALUES (6 + 36 + 6 + 6 + 36)
 #define ABS_WORK_BUDGET ((size_t)4 << 30)  // bytes of scratch per launch (as gpu.cu's batches)
 
 int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
@@ -41,16 +45,97 @@ int cfd_gpu_abia_scan_phases(double* us, int max) {
   return cfd_gpu_phases_from_marks(t, us, max);
 }
 
-// One scan over the nb elements in buf[cur], every thread of the cluster taking part; returns the
-// buffer holding the result.
-__device__ int abs_scan(int kind, int b, int nb, int j, double* buf0, double* buf1, int cur,
-                        double* sm, int* bad) {
+// A scan in two levels. The groups of a thread block scan their blocks' elements in shared
+// memory (a block barrier per step); each thread block's total then reaches the others through
+// distributed shared memory, after one cluster barrier, and every thread block scans the (at most
+// 16) totals itself; last, each group applies what the blocks beyond its thread block hand on to
+// its own result, and stores the value its block of links hands on (vals). Two cluster barriers
+// a scan (the second the caller's, before the values are read), where a Hillis-Steele scan across
+// the cluster needs one a step and a trip to L2 for every element. Up to two scans at once (the
+// velocity and Riccati scans, which are independent): the same steps, barriers shared.
+struct abs_scan_io {
+  int kind;
+  double *E0, *E1;  // shared: the thread block's elements, [groups][width] each
+  double *T0, *T1;  // shared: the cluster's thread blocks' totals, [CFD_MAX_CLUSTER][width] each
+  double* vals;     // global: per block of links, the value it hands on
+  // (selected, not indexed: an indexed pair would live in local memory)
+  __device__ double* E(int i) const { return i ? E1 : E0; }
+  __device__ double* T(int i) const { return i ? T1 : T0; }
+};
+
+__device__ __forceinline__ bool abs_inward(int kind) {
+  return kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
+}
+
+template <int NK>
+__device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups, int nb, int j,
+                                        double* sm) {
   cg::cluster_group cl = cg::this_cluster();
-  for (int k = 1; k < nb; k *= 2, cur ^= 1) {
-    *bad |= abs_lanes_step(kind, b, nb, k, cur ? buf1 : buf0, cur ? buf0 : buf1, j, sm);
-    cluster_sync(cl);
+  int rank = (int)cl.block_rank(), CL = (int)cl.num_blocks(), b = rank * groups + g, bad = 0;
+  int here = nb - rank * groups < groups ? nb - rank * groups : groups;  // this block's groups
+  bool mine = g < here;
+  // 1. within the thread block: E[cur][g] = own o ... o the farthest of this thread block's
+  int cur = 0;
+  for (int k = 1; k < groups; k *= 2, cur ^= 1) {
+#pragma unroll
+    for (int x = 0; x < NK; x++) {
+      int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? g + k : g - k;
+      const double* in = io[x].E(cur);
+      bad |= abs_lanes_combine(io[x].kind, in + w * g, o >= 0 && o < here ? in + w * o : NULL,
+                               io[x].E(cur ^ 1) + w * g, j, mine, sm);
+    }
+    __syncthreads();
   }
-  return cur;
+  if (CL > 1) {
+    // 2. the thread blocks' totals (the group nearest the far end of each), then their scan
+    cl.sync();
+    if (g < CL) {
+      int there = nb - g * groups < groups ? nb - g * groups : groups;
+#pragma unroll
+      for (int x = 0; x < NK; x++) {
+        int w = cfd_abs_width(io[x].kind), at = abs_inward(io[x].kind) ? 0 : there - 1;
+        const double* src = cl.map_shared_rank(io[x].E(cur) + w * at, g);
+        for (int e = j; e < w; e += ABS_GROUP) io[x].T0[w * g + e] = src[e];
+      }
+    }
+    __syncthreads();
+    int t = 0;
+    for (int k = 1; k < CL; k *= 2, t ^= 1) {
+#pragma unroll
+      for (int x = 0; x < NK; x++) {
+        int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? g + k : g - k;
+        const double* in = io[x].T(t);
+        bad |= abs_lanes_combine(io[x].kind, in + w * g, o >= 0 && o < CL ? in + w * o : NULL,
+                                 io[x].T(t ^ 1) + w * g, j, g < CL, sm);
+      }
+      __syncthreads();
+    }
+    // 3. what the thread blocks beyond this one hand on, applied to each group's own result
+#pragma unroll
+    for (int x = 0; x < NK; x++) {
+      int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? rank + 1 : rank - 1;
+      const double* in = o >= 0 && o < CL ? io[x].T(t) + w * o + abs_value_at(io[x].kind) : NULL;
+      int vw = abs_value_width(io[x].kind);
+      bad |= abs_lanes_value(io[x].kind, io[x].E(cur) + w * g, in, io[x].vals + (long)vw * b, j,
+                             mine, sm);
+    }
+  } else {
+#pragma unroll
+    for (int x = 0; x < NK; x++) {
+      int w = cfd_abs_width(io[x].kind), vw = abs_value_width(io[x].kind);
+      bad |= abs_lanes_value(io[x].kind, io[x].E(cur) + w * g, NULL, io[x].vals + (long)vw * b, j,
+                             mine, sm);
+    }
+  }
+  return bad;
+}
+
+// doubles of shared memory for a thread block of G groups: each group's scratch, then the
+// elements of the velocity and Riccati scans (the bias and acceleration scans reuse the Riccati
+// room), then the totals
+__host__ __device__ constexpr int abs_shared_doubles(int G) {
+  return G * (ABS_SCRATCH + 2 * (CFD_ABS_RIC + CFD_ABS_FK)) +
+         CFD_MAX_CLUSTER * 2 * (CFD_ABS_RIC + CFD_ABS_FK);
 }
 
 __global__ void __launch_bounds__(ABS_GROUP * ABS_CTA_GROUPS)
@@ -63,69 +148,72 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   abs_mark(profile, &mk);
   cg::cluster_group cl = cg::this_cluster();
   int CL = (int)cl.num_blocks(), groups = blockDim.x / ABS_GROUP;
-  int n = c.n, j = threadIdx.x % ABS_GROUP;
-  int b = (int)cl.block_rank() * groups + threadIdx.x / ABS_GROUP;  // the group's block of links
-  double* sm = shared + ABS_SHARED * (threadIdx.x / ABS_GROUP);
+  int n = c.n, j = threadIdx.x % ABS_GROUP, g = threadIdx.x / ABS_GROUP;
+  int b = (int)cl.block_rank() * groups + g;  // the group's block of links
+  double* sm = shared + ABS_SCRATCH * g;
+  double* ric_e = shared + ABS_SCRATCH * groups;  // (the affine scans': the same room)
+  double* fk_e = ric_e + 2 * CFD_ABS_RIC * groups;
+  double* ric_t = fk_e + 2 * CFD_ABS_FK * groups;
+  double* fk_t = ric_t + 2 * CFD_ABS_RIC * CFD_MAX_CLUSTER;
   long inst = blockIdx.x / CL, o = inst * n;
   q += o, qd += o, tau += o, qacc += o;
   if (extra) extra += o;
   double* links = work + inst * stride;
-  double* fk0 = links + (long)CFD_ABS_LINK * n;
-  double* fk1 = fk0 + CFD_ABS_FK * nb;
-  double* ric0 = fk1 + CFD_ABS_FK * nb;
-  double* ric1 = ric0 + CFD_ABS_RIC * nb;
-  double* aff0 = ric1 + CFD_ABS_RIC * nb;
-  double* aff1 = aff0 + CFD_ABS_AFF * nb;
-  double* keep = aff1 + CFD_ABS_AFF * nb;
+  double* v_fk = links + (long)CFD_ABS_LINK * n;  // per block of links: its last link's velocity,
+  double* v_ric = v_fk + 6 * nb;                   // the inertia its first hands on,
+  double* v_bias = v_ric + 36 * nb;                // the bias force,
+  double* v_acc = v_bias + 6 * nb;                 // its last link's acceleration,
+  double* keep = v_acc + 6 * nb;                   // and its bias map's L
   bool mine = b < nb;
   int s = mine ? starts[b] : 0, len = mine ? starts[b + 1] - s : 0, bad = 0;
   // 1. the blocks' velocity and inertia maps, then both scans
-  bad |= abs_lanes_maps(c, s, len, j, q, qd, extra, links, fk0 + CFD_ABS_FK * b,
-                        ric0 + CFD_ABS_RIC * b, sm);
-  cluster_sync(cl);
+  bad |= abs_lanes_maps(c, s, len, j, q, qd, extra, links, fk_e + CFD_ABS_FK * g,
+                        ric_e + CFD_ABS_RIC * g, sm);
+  __syncthreads();
   abs_mark(profile, &mk);  // maps
-  int f = 0, r = 0;
-  for (int k = 1; k < nb; k *= 2, f ^= 1, r ^= 1) {  // both steps' copies in flight at once
-    abs_lanes_fetch(CFD_ABS_SCAN_FK, b, nb, k, f ? fk1 : fk0, j, sm);
-    abs_lanes_fetch(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric1 : ric0, j, sm);
-    abs_stage_wait();
-    __syncwarp();
-    abs_lanes_compose(CFD_ABS_SCAN_FK, b, nb, k, f ? fk0 : fk1, j, sm);
-    bad |= abs_lanes_compose(CFD_ABS_SCAN_RIC, b, nb, k, r ? ric0 : ric1, j, sm);
-    cluster_sync(cl);
+  {
+    abs_scan_io io[2] = {
+        {CFD_ABS_SCAN_FK, fk_e, fk_e + CFD_ABS_FK * groups, fk_t, fk_t + CFD_ABS_FK * CFD_MAX_CLUSTER, v_fk},
+        {CFD_ABS_SCAN_RIC, ric_e, ric_e + CFD_ABS_RIC * groups, ric_t, ric_t + CFD_ABS_RIC * CFD_MAX_CLUSTER, v_ric}};
+    bad |= abs_scan<2>(io, g, groups, nb, j, sm);
   }
+  cluster_sync(cl);
   abs_mark(profile, &mk);  // velocity and Riccati scans
-  double* fkr = f ? fk1 : fk0;
-  double* ricr = r ? ric1 : ric0;
   // 2. the blocks' inertias from what they are handed, and their bias maps; the bias scan
-  bad |= abs_lanes_inertias(c, s, len, j, qd, tau, extra,
-                            mine && b > 0 ? fkr + CFD_ABS_FK * (b - 1) + 12 : NULL,
-                            mine && b + 1 < nb ? ricr + CFD_ABS_RIC * (b + 1) : NULL, links,
-                            aff0 + CFD_ABS_AFF * b, keep + 36 * b, sm);
-  cluster_sync(cl);
+  double* aff_e[2] = {ric_e, ric_e + CFD_ABS_AFF * groups};
+  double* aff_t[2] = {ric_t, ric_t + CFD_ABS_AFF * CFD_MAX_CLUSTER};
+  bad |= abs_lanes_inertias(c, s, len, j, qd, tau, extra, mine && b > 0 ? v_fk + 6 * (b - 1) : NULL,
+                            mine && b + 1 < nb ? v_ric + 36 * (b + 1) : NULL, links,
+                            aff_e[0] + CFD_ABS_AFF * g, keep + 36 * b, sm);
+  __syncthreads();
   abs_mark(profile, &mk);  // inertias
-  int p = abs_scan(CFD_ABS_SCAN_BIAS, b, nb, j, aff0, aff1, 0, sm, &bad);
-  abs_mark(profile, &mk);  // bias scan
-  double* affp = p ? aff1 : aff0;
-  double* affo = p ? aff0 : aff1;
-  // 3. the blocks' u_i and acceleration maps (into the other buffer): 6-vectors, on one lane; the
-  // acceleration scan
-  if (mine && j == 0)
-    cfd_abs_block_bias(&c, s, s + len, tau, b + 1 < nb ? affp + CFD_ABS_AFF * (b + 1) + 36 : NULL,
-                       links, keep + 36 * b, affo + CFD_ABS_AFF * b);
+  {
+    abs_scan_io io[1] = {{CFD_ABS_SCAN_BIAS, aff_e[0], aff_e[1], aff_t[0], aff_t[1], v_bias}};
+    bad |= abs_scan<1>(io, g, groups, nb, j, sm);
+  }
   cluster_sync(cl);
+  abs_mark(profile, &mk);  // bias scan
+  // 3. the blocks' u_i and acceleration maps: 6-vectors, on one lane; the acceleration scan
+  if (mine && j == 0)
+    cfd_abs_block_bias(&c, s, s + len, tau, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links,
+                       keep + 36 * b, aff_e[0] + CFD_ABS_AFF * g);
+  __syncthreads();
   abs_mark(profile, &mk);  // bias
-  int a = abs_scan(CFD_ABS_SCAN_ACC, b, nb, j, aff0, aff1, p ^ 1, sm, &bad);
+  {
+    abs_scan_io io[1] = {{CFD_ABS_SCAN_ACC, aff_e[0], aff_e[1], aff_t[0], aff_t[1], v_acc}};
+    bad |= abs_scan<1>(io, g, groups, nb, j, sm);
+  }
+  cluster_sync(cl);
   abs_mark(profile, &mk);  // acceleration scan
-  double* affa = a ? aff1 : aff0;
   // 4. the blocks' accelerations
   if (mine && j == 0)
-    cfd_abs_block_qacc(&c, s, s + len, b > 0 ? affa + CFD_ABS_AFF * (b - 1) + 36 : NULL, links,
-                       qacc);
+    cfd_abs_block_qacc(&c, s, s + len, b > 0 ? v_acc + 6 * (b - 1) : NULL, links, qacc);
   if (profile) cluster_sync(cl);
   abs_mark(profile, &mk);  // accelerations
   if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
 }
+
+static int abs_clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
                                      const double* tau, const double* extra, double* qacc,
@@ -143,14 +231,14 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (!e)  // past 48 KiB needs the opt-in: the largest layout's
       e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)(sizeof(double) * ABS_SHARED * ABS_CTA_GROUPS));
+                               (int)(sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS)));
     if (e) return e;
     int cl = CFD_MAX_CLUSTER;
     for (;; cl /= 2) {
       attr[0].val.clusterDim.x = cl;
       cfg.gridDim = dim3(cl);
       cfg.blockDim = dim3(ABS_GROUP * ABS_CTA_GROUPS);
-      cfg.dynamicSmemBytes = sizeof(double) * ABS_SHARED * ABS_CTA_GROUPS;
+      cfg.dynamicSmemBytes = sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS);
       int clusters = 0;
       e = cudaOccupancyMaxActiveClusters(&clusters, abia_scan_kernel, &cfg);
       if (cl == 1 || (e == cudaSuccess && clusters > 0)) break;
@@ -163,10 +251,14 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   int G = cfd_gpu_abia_scan_groups > 0 && cfd_gpu_abia_scan_groups <= ABS_CTA_GROUPS
               ? cfd_gpu_abia_scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
   if (G < 4) G = 4;
-  // links per block: 4 for one chain or a few, 8 from 32 chains on (B = 64, 1023 links: 413
-  // against 614 us; fewer groups, less contention for the SMs)
+  // links per block: 4 for one chain; a batch takes longer blocks, fewer of them, as its many
+  // clusters keep the GPU busy where one chain's scans cannot: about n / 128 (4 to 8) from 2
+  // chains, n / 32 (8 to 32) from 32 (bench --only scan, h100_abia_scan.txt: 1023 links, B = 8
+  // 90 us with 8 against 100 with 4; B = 64 187 with 32 against 305 with 8)
   int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links
-          : B >= 32 ? 2 * ABS_DEFAULT_LINKS : ABS_DEFAULT_LINKS;
+          : B >= 32 ? abs_clamp((n + 16) / 32, 2 * ABS_DEFAULT_LINKS, 8 * ABS_DEFAULT_LINKS)
+          : B >= 2 ? abs_clamp((n + 64) / 128, ABS_DEFAULT_LINKS, 2 * ABS_DEFAULT_LINKS)
+                   : ABS_DEFAULT_LINKS;
   int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;
   // the partition for m links per block: two are kept (one chain and a batch of 32 or more use
@@ -191,7 +283,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   cfd_gpu_abia_scan_chosen = m;
   int nb = g->scan_nb[slot];
   const int* part = g->scan_starts + (size_t)slot * (n + 1);
-  long stride = (long)CFD_ABS_LINK * n + (long)CFD_ABS_BLOCK * nb;
+  long stride = (long)CFD_ABS_LINK * n + (long)ABS_VALUES * nb;
   // instances per launch: the scratch of a chunk within ABS_WORK_BUDGET (a huge forced batch runs
   // in chunks rather than failing to allocate)
   long chunk = (long)(ABS_WORK_BUDGET / (sizeof(double) * (size_t)stride));
@@ -211,7 +303,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   int groups = ((nb + CL - 1) / CL + 3) / 4 * 4;
   attr[0].val.clusterDim.x = CL;
   cfg.blockDim = dim3(ABS_GROUP * groups);
-  cfg.dynamicSmemBytes = sizeof(double) * ABS_SHARED * groups;
+  cfg.dynamicSmemBytes = sizeof(double) * abs_shared_doubles(groups);
   for (long b0 = 0; b0 < B && !e; b0 += chunk) {
     long nc = B - b0 < chunk ? B - b0 : chunk, o = b0 * n;
     cfg.gridDim = dim3((unsigned)(CL * nc));

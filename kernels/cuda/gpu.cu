@@ -81,6 +81,12 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
   return 0;
 }
 
+static long long monotonic_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 // ABIA's split: the words of g->split_done per state (abia_split_kernel), then its control words
 static size_t split_words(const cfd_gpu* g) { return 3 + (size_t)(g->n + 31) / 32; }
 static unsigned long long* split_ctrl(const cfd_gpu* g) {
@@ -486,9 +492,7 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   // Its blocks leave after 2 ms without a call, each on its own clock: past half of that it is
   // asked to leave now and launched again, rather than risk a call that some of its blocks would
   // no longer see (finish would notice only once the others had left too, 2 ms on).
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  long long now_ns = now.tv_sec * 1000000000LL + now.tv_nsec;
+  long long now_ns = monotonic_ns();
   if (g->split_resident && (g->split_resident != B || !cfd_gpu_split_resident ||
                             now_ns - g->split_last_ns > 1000000 ||
                             __atomic_load_n(ctrl + 2, __ATOMIC_ACQUIRE)))
@@ -543,7 +547,6 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
   int n = g->n, B = g->pending_B, nb = (n + 31) / 32, relaunched = 0, gone = 0;
   size_t per = cfd_awt_doubles(n), words = split_words(g);
   double* su = g->factors + per * g->factors_held;  // u / d of B + 1 states
-  struct timespec now_ts;
   cudaError_t e = cudaSuccess;
   for (int b = 0; b < B && !e; b += 2) {  // two states at a time (the last with itself when B is odd)
     int b1 = b + 1 < B ? b + 1 : b;
@@ -568,8 +571,7 @@ static int abia_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, i
     }
     return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   }
-  clock_gettime(CLOCK_MONOTONIC, &now_ts);
-  g->split_last_ns = now_ts.tv_sec * 1000000000LL + now_ts.tv_nsec;
+  g->split_last_ns = monotonic_ns();
   for (int b = 0; b < B; b++) {
     int st = cfd_awt_status(n, g->factors + per * b);
     if (st) {
