@@ -31,9 +31,12 @@
 // is positive, and the scan refuses such a chain as singular (CFD_ERR_SINGULAR) where the
 // sequential sweeps would not.
 //
-// Scratch per chain (doubles): CFD_ABS_LINK per link, CFD_ABS_BLOCK per block.
+// Scratch per chain (doubles): CFD_ABS_LINK per link, CFD_ABS_BLOCK per block (the CPU twin's; the
+// GPU kernel keeps its maps in shared memory and less per block, abia_scan.cu's ABS_VALUES).
 #ifndef CHAINFD_ABA_SCAN_H
 #define CHAINFD_ABA_SCAN_H
+
+#include <float.h>
 
 #include "aba_core.h"
 #include "spatial.h"
@@ -96,7 +99,7 @@ CFD_HD void cfd_abs_affine_compose(const double* CFD_RESTRICT A1, const double* 
 
 // LU factors of a 6x6 A in place, with partial pivoting: piv[k] is the row swapped with row k at
 // step k, the diagonal holds the pivots' reciprocals. Every loop unrolled and the swaps as selects,
-// so that the code is straight-line. Returns nonzero on a zero pivot.
+// so that the code is straight-line. Returns nonzero on a pivot below DBL_MIN in magnitude.
 CFD_HD int cfd_lu6_factor(double* CFD_RESTRICT A, int piv[6]) {
   CFD_UNROLL for (int k = 0; k < 6; k++) {
     int pk = k;
@@ -112,7 +115,7 @@ CFD_HD int cfd_lu6_factor(double* CFD_RESTRICT A, int piv[6]) {
         A[6 * r + j] = swap ? a : b;
       }
     }
-    if (A[7 * k] == 0) return 1;
+    if (!(fabs(A[7 * k]) >= DBL_MIN)) return 1;  // (as the GPU: below DBL_MIN is singular)
     double inv = 1 / A[7 * k];
     A[7 * k] = inv;
     CFD_UNROLL for (int r = k + 1; r < 6; r++) {
@@ -306,7 +309,7 @@ CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q,
     cfd_abs_inertia3_add(&P, c->inertia + 36 * i);  // Q0 = J_i + P0
     cfd_inertia3_vec(&P, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
-    bad |= !(D > 0);
+    bad |= !(D >= DBL_MIN);  // (the GPU's reciprocal flushes a subnormal D to zero)
     double inv = 1 / D;
     CFD_UNROLL for (int k = 0; k < 6; k++) {
       double t = 0;
@@ -365,7 +368,7 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
     cfd_abs_inertia3_add(&Q, c->inertia + 36 * i);
     cfd_inertia3_vec(&Q, S, U);
     double D = cfd_dot6(S, U) + c->armature[i] + (extra ? extra[i] : 0);
-    bad |= !(D > 0);
+    bad |= !(D >= DBL_MIN);  // (the GPU's reciprocal flushes a subnormal D to zero)
     double inv = 1 / D;
     cfd_abs_inertia3_downdate(&Q, U, inv);
     // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D)

@@ -365,10 +365,16 @@ static void test_abia_scan(int quick) {
       {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9},
       {"chain:1000,random=1,seed=49,armature=0.01", 4096, 1e-8},
       {"chain:1000,random=1,seed=50,armature=0.01", 16384, 1e-8}};
-  // (links per block, batch): 0 the kernel's choice; 40 chains take its batch layout (8 links per
-  // block from 32 chains on); the last two alternate the two layouts, which the kernel keeps both
-  // of (the second finds its partition kept, the first has the older replaced)
-  static const int runs[][2] = {{0, 3}, {1, 3}, {2, 3}, {5, 3}, {32, 3}, {0, 40}, {0, 3}, {0, 40}};
+  // (links per block, batch, groups per thread block): 0 the kernel's choice; 40 chains take its
+  // batch layout (longer blocks from 32 chains on: 8 at 144 links, 32 at 1024); the next two
+  // alternate the two layouts, which the kernel keeps both of (the second finds its partition
+  // kept, the first has it made again only where a third length came between); the last three
+  // force fewer groups per thread block than the default 16, where a cluster can have more thread
+  // blocks than a thread block has groups (the launch then gives it more: 144 links at 4, 1024
+  // links at 8 and 12)
+  static const int runs[][3] = {{0, 3, 0}, {1, 3, 0}, {2, 3, 0}, {5, 3, 0}, {32, 3, 0},
+                                {0, 40, 0}, {0, 3, 0}, {0, 40, 0}, {0, 3, 4}, {0, 3, 8},
+                                {0, 3, 12}};
   for (int k = 0; k < (quick ? 1 : 4); k++) {
     char err[1024];
     cfd_chain c;
@@ -387,12 +393,13 @@ static void test_abia_scan(int quick) {
       if (L > 0 && L * (n > 4096 ? 512 : 256) < n) continue;  // it would be raised to the choice
       cfd_gpu_abia_variant = 10;
       cfd_gpu_abia_scan_links = L;
+      cfd_gpu_abia_scan_groups = runs[j][2];
       for (int i = 0; i < B * n; i++) got[i] = NAN;
       int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
       float ms = cfd_gpu_last_kernel_ms(g);
       int Lt = cfd_gpu_abia_scan_chosen;  // the block length it ran
       cfd_gpu_abia_variant = 0;
-      cfd_gpu_abia_scan_links = 0;
+      cfd_gpu_abia_scan_links = cfd_gpu_abia_scan_groups = 0;
       EXPECT(st == 0, "%s scan, blocks of %d, B=%d: %s", chains[k].model, L, B, err);
       double e = 0;
       for (int b = 0; b < B; b++) {
@@ -409,8 +416,8 @@ static void test_abia_scan(int quick) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, twin, n);
         if (!(eb <= et)) et = eb;
       }
-      printf("%-44s n=%-5d cuda.abia[scan, blocks of %d] B=%d max_rel_err=%.2e twin_err=%.2e "
-             "kernel=%.3f ms\n", chains[k].model, n, Lt, B, e, et, ms);
+      printf("%-44s n=%-5d cuda.abia[scan, blocks of %d, groups %d] B=%d max_rel_err=%.2e "
+             "twin_err=%.2e kernel=%.3f ms\n", chains[k].model, n, Lt, runs[j][2], B, e, et, ms);
       EXPECT(e <= chains[k].tol, "%s scan, blocks of %d: %.3e", chains[k].model, Lt, e);
       // the same blocks and scans on both: apart by rounding only (fused multiply-adds; measured
       // 4e-14 at 144 links, 9e-11 at 16,384)

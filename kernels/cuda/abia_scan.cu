@@ -48,7 +48,8 @@ int cfd_gpu_abia_scan_phases(double* us, int max) {
 // A scan in two levels. The groups of a thread block scan their blocks' elements in shared
 // memory (a block barrier per step); each thread block's total then reaches the others through
 // distributed shared memory, after one cluster barrier, and every thread block scans the (at most
-// 16) totals itself; last, each group applies what the blocks beyond its thread block hand on to
+// 16) totals itself, a group each (the launch gives a thread block at least as many groups as the
+// cluster has thread blocks); last, each group applies what the blocks beyond its thread block hand on to
 // its own result, and stores the value its block of links hands on (vals). Two cluster barriers
 // a scan (the second the caller's, before the values are read), where a Hillis-Steele scan across
 // the cluster needs one a step and a trip to L2 for every element. Up to two scans at once (the
@@ -132,7 +133,8 @@ __device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups
 
 // doubles of shared memory for a thread block of G groups: each group's scratch, then the
 // elements of the velocity and Riccati scans (the bias and acceleration scans reuse the Riccati
-// room), then the totals
+// room), then the totals (room for the largest cluster: sized by the launch's, the kernel spilled
+// more registers)
 __host__ __device__ constexpr int abs_shared_doubles(int G) {
   return G * (ABS_SCRATCH + 2 * (CFD_ABS_RIC + CFD_ABS_FK)) +
          CFD_MAX_CLUSTER * 2 * (CFD_ABS_RIC + CFD_ABS_FK);
@@ -230,8 +232,9 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   if (!g->scan_max_cluster) {  // once: the largest cluster the device schedules (16 needs a GPC)
     e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (!e)  // past 48 KiB needs the opt-in: the largest layout's
-      e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)(sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS)));
+      e = cudaFuncSetAttribute(
+          abia_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          (int)(sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS)));
     if (e) return e;
     int cl = CFD_MAX_CLUSTER;
     for (;; cl /= 2) {
@@ -261,10 +264,12 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
                    : ABS_DEFAULT_LINKS;
   int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;
-  // the partition for m links per block: two are kept (one chain and a batch of 32 or more use
-  // different lengths, and a caller may alternate), a new one made and uploaded in stream order in
-  // place of the older (a launch before it may still read it)
-  int slot = m == g->scan_links[0] ? 0 : m == g->scan_links[1] ? 1 : -1;
+  // the partition for m links per block: CFD_SCAN_PARTITIONS are kept (one chain, a few and many
+  // use different lengths, and a caller may alternate), a new one made and uploaded in stream
+  // order in place of the oldest (a launch before it may still read it)
+  int slot = -1;
+  for (int k = 0; k < CFD_SCAN_PARTITIONS; k++)
+    if (m == g->scan_links[k]) slot = k;
   if (slot < 0) {
     slot = g->scan_oldest;
     int* starts = (int*)malloc(sizeof(int) * (n + 1));
@@ -278,7 +283,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     if (e) return e;
     g->scan_links[slot] = m;
     g->scan_nb[slot] = nb;
-    g->scan_oldest = slot ^ 1;
+    g->scan_oldest = (slot + 1) % CFD_SCAN_PARTITIONS;
   }
   cfd_gpu_abia_scan_chosen = m;
   int nb = g->scan_nb[slot];
@@ -298,9 +303,15 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     if (e) return e;
     g->scan_doubles = (size_t)stride * chunk;
   }
-  // the fewest thread blocks that give each block of links a group, whole warps each
+  // the fewest thread blocks that give each block of links a group, whole warps each, and at
+  // least as many groups per thread block as thread blocks (each group takes one total in
+  // abs_scan; only a forced G below 16 needs the second step)
   int CL = (nb + G - 1) / G;
   int groups = ((nb + CL - 1) / CL + 3) / 4 * 4;
+  if (groups < CL) {
+    groups = (CL + 3) / 4 * 4;
+    CL = (nb + groups - 1) / groups;
+  }
   attr[0].val.clusterDim.x = CL;
   cfg.blockDim = dim3(ABS_GROUP * groups);
   cfg.dynamicSmemBytes = sizeof(double) * abs_shared_doubles(groups);

@@ -244,7 +244,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     if (!g->scan_can_end) e = cudaErrorMemoryAllocation;
     else
       for (int i = 0; i < n; i++) g->scan_can_end[i] = (unsigned char)cfd_abs_can_end(c, i);
-    if (!e) e = cudaMalloc(&g->scan_starts, sizeof(int) * 2 * (n + 1));
+    if (!e) e = cudaMalloc(&g->scan_starts, sizeof(int) * CFD_SCAN_PARTITIONS * (n + 1));
   }
   if (!e && alg == CFD_GPU_ABIA_F32) {  // R 9n, p 3n, S 6n, J 36n, armature n
     size_t count = (size_t)55 * n;

@@ -10,6 +10,8 @@
 #include "chainfd_batch.h"
 #include "gpu_tuning.h"
 
+#define CFD_SCAN_PARTITIONS 3  // the scan kernel's partitions kept (struct cfd_gpu)
+
 struct cfd_gpu {
   int device;
   cfd_gpu_algorithm alg;
@@ -22,11 +24,12 @@ struct cfd_gpu {
   double* basis;       // n x 36: P_i = [W_i S_i] (CFA)
   double* sigma;       // n: |S_i| (CFA, cfd_cfa_sigma)
   unsigned char* scan_can_end;  // ABIA, host: where the scan kernel's blocks may end (n flags)
-  // ABIA, device: two partitions of the chain into the scan kernel's blocks (n + 1 starts each),
-  // partition k of scan_links[k] links per block (0: none yet) into scan_nb[k] blocks;
-  // scan_oldest: the one a new length replaces
+  // ABIA, device: CFD_SCAN_PARTITIONS partitions of the chain into the scan kernel's blocks (n + 1
+  // starts each; one chain, a few and many take different lengths), partition k of scan_links[k]
+  // links per block (0: none yet) into scan_nb[k] blocks; scan_oldest: the one a new length
+  // replaces
   int* scan_starts;
-  int scan_links[2], scan_nb[2], scan_oldest, scan_max_cluster;
+  int scan_links[CFD_SCAN_PARTITIONS], scan_nb[CFD_SCAN_PARTITIONS], scan_oldest, scan_max_cluster;
   double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
   size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got

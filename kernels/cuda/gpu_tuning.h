@@ -23,12 +23,13 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 scans over
 // blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu).
 extern int cfd_gpu_abia_variant;
-// The scan kernel's links per block (0: 4 for up to 31 instances, 8 from 32; raised so that there
-// are at most 256 blocks, 512 past 4096 links). cfd_gpu_abia_scan_chosen: the last launch's.
+// The scan kernel's links per block (0: 4 for one instance, about n / 128 (4 to 8) from 2, n / 32
+// (8 to 32) from 32; raised so that there are at most 256 blocks, 512 past 4096 links). cfd_gpu_abia_scan_chosen: the last launch's.
 extern int cfd_gpu_abia_scan_links;
 extern int cfd_gpu_abia_scan_chosen;
 // The scan kernel's groups of 8 lanes (blocks of links) per thread block: 0 = 16 (32 past 4096
-// links), up to 32.
+// links), else rounded down to a multiple of 4, from 4 to 32; raised where a thread block would have
+// fewer groups than its cluster has thread blocks.
 extern int cfd_gpu_abia_scan_groups;
 // With cfd_gpu_abia_scan_profile set, the scan kernel records its phases' end times for its first
 // instance; cfd_gpu_abia_scan_phases gives the last launch's durations (us): maps, velocity and
