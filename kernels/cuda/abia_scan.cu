@@ -49,9 +49,9 @@ int cfd_gpu_abia_scan_phases(double* us, int max) {
 // memory (a block barrier per step); each thread block's total then reaches the others through
 // distributed shared memory, after one cluster barrier, and every thread block scans the (at most
 // 16) totals itself, a group each (the launch gives a thread block at least as many groups as the
-// cluster has thread blocks); last, each group applies what the blocks beyond its thread block hand on to
-// its own result, and stores the value its block of links hands on (vals). Two cluster barriers
-// a scan (the second the caller's, before the values are read), where a Hillis-Steele scan across
+// cluster has thread blocks); last, each group applies what the blocks beyond its thread block
+// hand on to its own result, and stores the value its block of links hands on (vals). Two cluster
+// barriers a scan (the second the caller's, before the values are read), where a Hillis-Steele scan across
 // the cluster needs one a step and a trip to L2 for every element. Up to two scans at once (the
 // velocity and Riccati scans, which are independent): the same steps, barriers shared.
 struct abs_scan_io {
@@ -68,25 +68,30 @@ __device__ __forceinline__ bool abs_inward(int kind) {
   return kind == CFD_ABS_SCAN_RIC || kind == CFD_ABS_SCAN_BIAS;
 }
 
+// One Hillis-Steele step for element g of n (the thread block's elements or the cluster's
+// totals), from in into out: g composed with the element k further on (inward kinds) or back.
+__device__ __forceinline__ int abs_step(const abs_scan_io& io, const double* in, double* out,
+                                        int g, int n, int k, int j, double* sm) {
+  int w = cfd_abs_width(io.kind), o = abs_inward(io.kind) ? g + k : g - k;
+  return abs_lanes_combine(io.kind, in + w * g, o >= 0 && o < n ? in + w * o : NULL, out + w * g,
+                           j, g < n, sm);
+}
+
 template <int NK>
 __device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups, int nb, int j,
                                         double* sm) {
   cg::cluster_group cl = cg::this_cluster();
   int rank = (int)cl.block_rank(), CL = (int)cl.num_blocks(), b = rank * groups + g, bad = 0;
   int here = nb - rank * groups < groups ? nb - rank * groups : groups;  // this block's groups
-  bool mine = g < here;
   // 1. within the thread block: E[cur][g] = own o ... o the farthest of this thread block's
   int cur = 0;
   for (int k = 1; k < groups; k *= 2, cur ^= 1) {
 #pragma unroll
-    for (int x = 0; x < NK; x++) {
-      int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? g + k : g - k;
-      const double* in = io[x].E(cur);
-      bad |= abs_lanes_combine(io[x].kind, in + w * g, o >= 0 && o < here ? in + w * o : NULL,
-                               io[x].E(cur ^ 1) + w * g, j, mine, sm);
-    }
+    for (int x = 0; x < NK; x++)
+      bad |= abs_step(io[x], io[x].E(cur), io[x].E(cur ^ 1), g, here, k, j, sm);
     __syncthreads();
   }
+  int t = 0;
   if (CL > 1) {
     // 2. the thread blocks' totals (the group nearest the far end of each), then their scan
     cl.sync();
@@ -100,33 +105,22 @@ __device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups
       }
     }
     __syncthreads();
-    int t = 0;
     for (int k = 1; k < CL; k *= 2, t ^= 1) {
 #pragma unroll
-      for (int x = 0; x < NK; x++) {
-        int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? g + k : g - k;
-        const double* in = io[x].T(t);
-        bad |= abs_lanes_combine(io[x].kind, in + w * g, o >= 0 && o < CL ? in + w * o : NULL,
-                                 io[x].T(t ^ 1) + w * g, j, g < CL, sm);
-      }
+      for (int x = 0; x < NK; x++)
+        bad |= abs_step(io[x], io[x].T(t), io[x].T(t ^ 1), g, CL, k, j, sm);
       __syncthreads();
     }
-    // 3. what the thread blocks beyond this one hand on, applied to each group's own result
+  }
+  // 3. what the thread blocks beyond this one hand on (none in a cluster of one), applied to each
+  // group's own result
 #pragma unroll
-    for (int x = 0; x < NK; x++) {
-      int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? rank + 1 : rank - 1;
-      const double* in = o >= 0 && o < CL ? io[x].T(t) + w * o + abs_value_at(io[x].kind) : NULL;
-      int vw = abs_value_width(io[x].kind);
-      bad |= abs_lanes_value(io[x].kind, io[x].E(cur) + w * g, in, io[x].vals + (long)vw * b, j,
-                             mine, sm);
-    }
-  } else {
-#pragma unroll
-    for (int x = 0; x < NK; x++) {
-      int w = cfd_abs_width(io[x].kind), vw = abs_value_width(io[x].kind);
-      bad |= abs_lanes_value(io[x].kind, io[x].E(cur) + w * g, NULL, io[x].vals + (long)vw * b, j,
-                             mine, sm);
-    }
+  for (int x = 0; x < NK; x++) {
+    int w = cfd_abs_width(io[x].kind), o = abs_inward(io[x].kind) ? rank + 1 : rank - 1;
+    const double* in = o >= 0 && o < CL ? io[x].T(t) + w * o + abs_value_at(io[x].kind) : NULL;
+    int vw = abs_value_width(io[x].kind);
+    bad |= abs_lanes_value(io[x].kind, io[x].E(cur) + w * g, in, io[x].vals + (long)vw * b, j,
+                           g < here, sm);
   }
   return bad;
 }
@@ -175,8 +169,10 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   abs_mark(profile, &mk);  // maps
   {
     abs_scan_io io[2] = {
-        {CFD_ABS_SCAN_FK, fk_e, fk_e + CFD_ABS_FK * groups, fk_t, fk_t + CFD_ABS_FK * CFD_MAX_CLUSTER, v_fk},
-        {CFD_ABS_SCAN_RIC, ric_e, ric_e + CFD_ABS_RIC * groups, ric_t, ric_t + CFD_ABS_RIC * CFD_MAX_CLUSTER, v_ric}};
+        {CFD_ABS_SCAN_FK, fk_e, fk_e + CFD_ABS_FK * groups, fk_t,
+         fk_t + CFD_ABS_FK * CFD_MAX_CLUSTER, v_fk},
+        {CFD_ABS_SCAN_RIC, ric_e, ric_e + CFD_ABS_RIC * groups, ric_t,
+         ric_t + CFD_ABS_RIC * CFD_MAX_CLUSTER, v_ric}};
     bad |= abs_scan<2>(io, g, groups, nb, j, sm);
   }
   cluster_sync(cl);
