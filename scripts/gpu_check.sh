@@ -4,7 +4,8 @@
 # kernel that hangs costs one step's limit rather than the whole session's device time.
 #   scripts/gpu_check.sh BUILD_DIR OUT_DIR [tests] [memcheck] [racecheck] [synccheck] [bench]
 # (no step named: all). Each step's output goes to OUT_DIR/<step>.txt; the summary lines are
-# printed at the end. LIMIT (seconds, default 240) bounds each step.
+# printed at the end. LIMIT (seconds, default 240) bounds each step. CHAINFD_TEST_ONLY=scan (or
+# another part test_gpu names) limits the sanitizers to that part.
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 BUILD_DIR OUT_DIR [tests] [memcheck] [racecheck] [synccheck] [bench]" >&2

@@ -543,20 +543,32 @@ int main(void) {
   char name[256];
   cfd_gpu_device_name(0, name, sizeof name);
   printf("device 0: %s\n", name);
-  // CHAINFD_TEST_QUICK=1 (for compute-sanitizer runs): the small models and batches only
-  const char* quick = getenv("CHAINFD_TEST_QUICK");
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+  // CHAINFD_TEST_QUICK=1 (for compute-sanitizer runs): the small models and batches only.
+  // CHAINFD_TEST_ONLY=cases|variants|scan|singular|split|errors: that part alone (a sanitizer's
+  // run on the one kernel a change touched, where the whole suite would take minutes)
+  const char* quick_env = getenv("CHAINFD_TEST_QUICK");
+  const char* only = getenv("CHAINFD_TEST_ONLY");
+  int quick = quick_env && quick_env[0] == '1';
+#define PART(name) (!only || !only[0] || strcmp(only, name) == 0)
+  if (only && only[0] && !PART("cases") && !PART("variants") && !PART("scan") &&
+      !PART("singular") && !PART("split") && !PART("errors")) {
+    printf("CHAINFD_TEST_ONLY=%s: not a part (cases, variants, scan, singular, split, errors)\n",
+           only);
+    return 2;
+  }
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && PART("cases"); i++) {
     gpu_case tc = cases[i];
-    if (quick && quick[0] == '1') {
+    if (quick) {
       if (tc.tile) continue;
       tc.batches[2] = 0;
     }
     test_case(&tc);
   }
-  test_abia_variants(quick && quick[0] == '1');
-  test_abia_scan(quick && quick[0] == '1');
-  test_abia_singular();
-  test_abia_split_paths();
-  test_errors();
+  if (PART("variants")) test_abia_variants(quick);
+  if (PART("scan")) test_abia_scan(quick);
+  if (PART("singular")) test_abia_singular();
+  if (PART("split")) test_abia_split_paths();
+  if (PART("errors")) test_errors();
+#undef PART
   TEST_EXIT();
 }
