@@ -25,6 +25,9 @@ namespace cg = cooperative_groups;
 #define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
 // global scratch per block of links, after CFD_ABS_LINK per link (abia_scan_kernel: v_fk ... keep)
 #define ABS_VALUES (6 + 36 + 6 + 6 + 36)
+// double2 per lane to copy the widest element (108 doubles; every width even, every element at a
+// multiple of 16 bytes)
+#define ABS_COPY ((CFD_ABS_RIC / 2 + ABS_GROUP - 1) / ABS_GROUP)
 #define ABS_WORK_BUDGET ((size_t)4 << 30)  // bytes of scratch per launch (as gpu.cu's batches)
 
 int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
@@ -77,6 +80,16 @@ __device__ __forceinline__ int abs_step(const abs_scan_io& io, const double* in,
                            j, g < n, sm);
 }
 
+// A group's copy of n2 double2 from another thread block's shared memory: every load in flight
+// before the first store (restrict: the compiler may hoist them), one trip to the other SM where a
+// loop of load-then-store waits a trip per element (2.8 us of a scan at 1023 links)
+__device__ __forceinline__ void abs_copy(const double2* __restrict__ src, double2* __restrict__ dst,
+                                         int n2, int j) {
+#pragma unroll
+  for (int u = 0; u < ABS_COPY; u++)
+    if (j + ABS_GROUP * u < n2) dst[j + ABS_GROUP * u] = src[j + ABS_GROUP * u];
+}
+
 template <int NK>
 __device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups, int nb, int j,
                                         double* sm) {
@@ -100,8 +113,8 @@ __device__ __forceinline__ int abs_scan(abs_scan_io (&io)[NK], int g, int groups
 #pragma unroll
       for (int x = 0; x < NK; x++) {
         int w = cfd_abs_width(io[x].kind), at = abs_inward(io[x].kind) ? 0 : there - 1;
-        const double* src = cl.map_shared_rank(io[x].E(cur) + w * at, g);
-        for (int e = j; e < w; e += ABS_GROUP) io[x].T0[w * g + e] = src[e];
+        abs_copy((const double2*)cl.map_shared_rank(io[x].E(cur) + w * at, g),
+                 (double2*)(io[x].T0 + w * g), w / 2, j);
       }
     }
     __syncthreads();
