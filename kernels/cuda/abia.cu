@@ -280,15 +280,15 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
   }
 }
 
+int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
+
+// The kernel for B states of g's chain (gpu_tuning.h's numbering).
 // Longer chains, one or a few hundred: scans over blocks of links (abia_scan.cu), up to 16
 // thread blocks per instance. On the H100 (bench --only scan, h100_abia_scan.txt), against the
 // 8 lanes in link frames: 1023 links B = 1 115 against 2614 us, B = 64 404 against 2761, B =
 // 512 2339 against 4584; 16,384 links B = 1 326 against 49,600.
 #define ABIA_SCAN_MAX_B 512
-int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
-
-// The kernel for B states of g's chain (gpu_tuning.h's numbering).
-static int abia_variant(const cfd_gpu* g, int B) {
+static int abia_world_variant(const cfd_gpu* g, int B) {
   // beyond the lanes' batches: world coordinates for short chains (arm7, B = 65536: 58 us a call
   // against 107 for global lean, h100_abia_variants.txt), global lean for longer ones, whose
   // rounding in world coordinates grows with their extent (aba_world.h)
@@ -309,12 +309,25 @@ static int abia_variant(const cfd_gpu* g, int B) {
   return variant;
 }
 
+// The kernel for a launch: the scans (abia_scan.cu) where the world warps would run more than
+// ABIA_SCAN_FROM_N links (bench --only scan, same run: 200 links B = 1 61 against 76 us, 256
+// links 62 against 91, B = 64 77 against 92; at 128 the two tie, 55 against 56 and below the
+// world warps win). A split call keeps the world warps' resident kernel
+// (cfd_gpu_abia_splits: abia_world_variant).
+#define ABIA_SCAN_FROM_N 128
+static int abia_variant(const cfd_gpu* g, int B) {
+  int variant = abia_world_variant(g, B);
+  if (variant == 9 && !cfd_gpu_abia_variant && g->n > ABIA_SCAN_FROM_N && B <= ABIA_SCAN_MAX_B)
+    variant = 10;
+  return variant;
+}
+
 // A split call (cfd_gpu_fd_begin) takes the world warps kernel's factors where that kernel would
 // solve these states, and for chains up to 32 links (one block: the same kernel on one warp)
 // where the world lanes would, up to ABIA_WW_MAX_B states: tau's share is then a host sweep
 // (aba_world_tau.h, O(n) per state), with no second launch and no second round trip.
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
-  int v = abia_variant(g, B);
+  int v = abia_world_variant(g, B);
   return g->maps_host && B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
 }
 

@@ -22,7 +22,7 @@ namespace cg = cooperative_groups;
 // 4096 links; up to 16 thread blocks per cluster: up to 256 blocks of links (512 past 4096
 // links), longer chains get longer blocks.
 #define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_abia_scan_groups)
-#define ABS_DEFAULT_LINKS 4  // bench --only scan: 512 and 1023 links best at 2 to 4
+#define ABS_DEFAULT_LINKS 2  // one chain (bench --only scan: up to 512 links best at 2)
 // global scratch per block of links, after CFD_ABS_LINK per link (abia_scan_kernel: v_fk ... keep)
 #define ABS_VALUES (6 + 36 + 6 + 6 + 36)
 // double2 per lane to copy the widest element (108 doubles; every width even, every element at a
@@ -263,13 +263,15 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   int G = cfd_gpu_abia_scan_groups > 0 && cfd_gpu_abia_scan_groups <= ABS_CTA_GROUPS
               ? cfd_gpu_abia_scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
   if (G < 4) G = 4;
-  // links per block: 4 for one chain; a batch takes longer blocks, fewer of them, as its many
-  // clusters keep the GPU busy where one chain's scans cannot: about n / 128 (4 to 8) from 2
-  // chains, n / 32 (8 to 32) from 32 (bench --only scan, h100_abia_scan.txt: 1023 links, B = 8
-  // 90 us with 8 against 100 with 4; B = 64 187 with 32 against 305 with 8)
+  // links per block: 2 for one chain (raised below to 4 past 512 links); a batch takes longer
+  // blocks, fewer of them, as its many clusters keep the GPU busy where one chain's scans cannot:
+  // about n / 128 (2 to 8) from 2 chains, n / 32 (8 to 32) from 32 (bench --only scan,
+  // h100_abia_scan.txt: one chain of 256 links 57 us with 2 against 61 with 4, 512 links 67
+  // against 71; B = 8 at 200 links 56 against 61 with 2, at 512 71 with 4 against 84 with 2, at
+  // 1023 90 with 8 against 100 with 4; B = 64 187 with 32 against 305 with 8)
   int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links
-          : B >= 32 ? abs_clamp((n + 16) / 32, 2 * ABS_DEFAULT_LINKS, 8 * ABS_DEFAULT_LINKS)
-          : B >= 2 ? abs_clamp((n + 64) / 128, ABS_DEFAULT_LINKS, 2 * ABS_DEFAULT_LINKS)
+          : B >= 32 ? abs_clamp((n + 16) / 32, 8, 32)
+          : B >= 2 ? abs_clamp((n + 64) / 128, 2, 8)
                    : ABS_DEFAULT_LINKS;
   int most = G * g->scan_max_cluster, least = (n + most - 1) / most;
   if (m < least) m = least;

@@ -21,10 +21,12 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // per lane (chains up to 32 links in joint frames, else 4); 8 world coordinates, a warp per
 // instance, blocks of 32 links (chains in joint frames, else 4); 9 the same with a warp per block
 // (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 scans over
-// blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu).
+// blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu). The choice
+// (0) takes 10 where it would take 9 for more than 128 links (a split call keeps 9).
 extern int cfd_gpu_abia_variant;
-// The scan kernel's links per block (0: 4 for one instance, about n / 128 (4 to 8) from 2, n / 32
-// (8 to 32) from 32; raised so that there are at most 256 blocks, 512 past 4096 links). cfd_gpu_abia_scan_chosen: the last launch's.
+// The scan kernel's links per block (0: 2 for one instance, about n / 128 (2 to 8) from 2, n / 32
+// (8 to 32) from 32; raised so that there are at most 256 blocks, 512 past 4096 links).
+// cfd_gpu_abia_scan_chosen: the last launch's.
 extern int cfd_gpu_abia_scan_links;
 extern int cfd_gpu_abia_scan_chosen;
 // The scan kernel's groups of 8 lanes (blocks of links) per thread block: 0 = 16 (32 past 4096
