@@ -315,8 +315,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 // composes). Returns nonzero on a pivot that is zero or too small for abs_rcp.
 template <bool APPLY>
 __device__ int abs_lanes_riccati(const double* __restrict__ F1, const double* __restrict__ F2,
-                                 double* __restrict__ out, int j, bool active,
-                                 double* __restrict__ sm) {
+                                 double* __restrict__ out, int j, bool active, double* sm) {
   const double *P01 = F1, *Phi1 = F1 + 36, *G1 = F1 + 72;
   const double *P02 = F2, *Phi2 = F2 + 36, *G2 = F2 + 72;
   bool lane = active && j < 6;

@@ -263,7 +263,8 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   int G = cfd_gpu_abia_scan_groups > 0 && cfd_gpu_abia_scan_groups <= ABS_CTA_GROUPS
               ? cfd_gpu_abia_scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
   if (G < 4) G = 4;
-  // links per block: 2 for one chain (raised below to 4 past 512 links); a batch takes longer
+  // links per block: 2 for one chain (raised below by the 256-block limit: 3 from 513 links, 4
+  // from 769; 3 not measured on its own); a batch takes longer
   // blocks, fewer of them, as its many clusters keep the GPU busy where one chain's scans cannot:
   // about n / 128 (2 to 8) from 2 chains, n / 32 (8 to 32) from 32 (bench --only scan,
   // h100_abia_scan.txt: one chain of 256 links 57 us with 2 against 61 with 4, 512 links 67
