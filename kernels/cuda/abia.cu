@@ -317,7 +317,7 @@ static int abia_world_variant(const cfd_gpu* g, int B) {
 #define ABIA_SCAN_FROM_N 128
 static int abia_variant(const cfd_gpu* g, int B) {
   int variant = abia_world_variant(g, B);
-  if (variant == 9 && !cfd_gpu_abia_variant && g->n > ABIA_SCAN_FROM_N && B <= ABIA_SCAN_MAX_B)
+  if (variant == 9 && !cfd_gpu_abia_variant && g->n > ABIA_SCAN_FROM_N)  // (9: B <= 64)
     variant = 10;
   return variant;
 }
