@@ -423,31 +423,18 @@ CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, int vec
   r->tau = tau ? tau[i] : 0;
 }
 
-// The forward sweep from the acceleration a of link s - 1 to that of link e - 1 (qacc: where
-// each link's qdd goes, or NULL)
-CFD_HD void cfd_abs_forward(const cfd_chain* c, int s, int e, const double* links, double a[6],
-                            double* qacc) {
-  cfd_abs_rec cur, next;
-  if (s >= e) return;
-  cfd_abs_load(c, links, s, ABS_C, NULL, &cur);
-  for (int i = s; i < e; i++) {
-    cfd_abs_load(c, links, i + 1 < e ? i + 1 : i, ABS_C, NULL, &next);  // (the last: itself)
-    double ai[6];
-    cfd_twist_to_child(cur.R, cur.p, a, ai);
-    for (int k = 0; k < 6; k++) ai[k] += cur.v[k];
-    double qa = (cur.sb - cfd_dot6(cur.U, ai)) * cur.dinv;
-    if (qacc) qacc[i] = qa;
-    for (int k = 0; k < 6; k++) a[k] = ai[k] + cur.S[k] * qa;
-    cur = next;
-  }
-}
-
-// 3. With the bias force handed in (tin; NULL: none), the block's u_i, and its acceleration map
-// (acc: L^T from keep, m = a_{e-1} from a_{s-1} = 0; the first block's from the base
-// acceleration, with no linear part).
-CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tau,
-                               const double* tin, double* links, const double* keep, double* acc) {
-  double t[6], a[6];
+// 3. With the bias force handed in (tin; NULL: none), the block's u_i (a sweep in), then its
+// acceleration map (acc: L^T from keep, m = a_{e-1} from a_{s-1} = 0; the first block's from the
+// base acceleration, with no linear part) by a sweep out, which also keeps per link what gives
+// its qdd once the acceleration a_{s-1} handed in is known:
+//   qdd_i = qdd0_i - w_i . a_{s-1},   w_i = M_{i-1}^T X_i^T U_i / d_i
+// (qdd0_i: the sweep's own; M_{i-1}: the map from a_{s-1} to a_{i-1}, carried column by column,
+// M_i = (1 - S U^T / d) X_i M_{i-1}), so that step 4 takes all the block's links at once where a
+// sweep takes them in turn. The sweep out in seven independent parts (cfd_abs_block_out), which
+// the GPU runs on seven lanes.
+CFD_HD void cfd_abs_block_u(const cfd_chain* c, int s, int e, const double* tau, const double* tin,
+                            double* links) {
+  double t[6];
   for (int k = 0; k < 6; k++) t[k] = tin ? tin[k] : 0;
   cfd_abs_rec cur, next;
   cfd_abs_load(c, links, e > s ? e - 1 : s, ABS_OFF, tau, &cur);  // (s < e: every caller)
@@ -461,22 +448,61 @@ CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* t
     for (int k = 0; k < 6; k++) t[k] += cur.v[k];
     cur = next;
   }
-  for (int k = 0; k < 6; k++) a[k] = 0;
-  if (s == 0)
-    for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
-  cfd_abs_forward(c, s, e, links, a, NULL);
-  for (int r = 0; r < 6; r++)
-    for (int k = 0; k < 6; k++) acc[6 * r + k] = s == 0 ? 0 : keep[6 * k + r];
-  for (int k = 0; k < 6; k++) acc[36 + k] = a[k];
 }
 
-// 4. With the acceleration of link s - 1 (ain; NULL: the base's), the block's qacc.
-CFD_HD void cfd_abs_block_qacc(const cfd_chain* c, int s, int e, const double* ain,
-                               const double* links, double* qacc) {
-  double a[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
-  if (ain)
-    for (int k = 0; k < 6; k++) a[k] = ain[k];
-  cfd_abs_forward(c, s, e, links, a, qacc);
+// Part `part` of the sweep out, after cfd_abs_block_u: part k < 6 carries column k of M and
+// writes each link's (w_i)_k in off_i's place (0 for the first block, whose a_{s-1} is the
+// base's, already in qdd0); part 6 the accelerations from a_{s-1} = 0 (the base's for the first
+// block), writing qdd0_i in u_i's place, and a_{e-1} into out (out: M's column k for the others).
+// The parts read and write disjoint fields.
+CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double* links,
+                              double out[6]) {
+  double a[6];
+  for (int k = 0; k < 6; k++) a[k] = part < 6 ? (k == part) : 0;
+  if (part == 6 && s == 0)
+    for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
+  cfd_abs_rec cur, next;
+  cfd_abs_load(c, links, s, ABS_C, NULL, &cur);
+  for (int i = s; i < e; i++) {
+    cfd_abs_load(c, links, i + 1 < e ? i + 1 : i, ABS_C, NULL, &next);  // (the last: itself)
+    double* L = links + CFD_ABS_LINK * (long)i;
+    double ai[6];
+    cfd_twist_to_child(cur.R, cur.p, a, ai);
+    if (part == 6) {
+      for (int k = 0; k < 6; k++) ai[k] += cur.v[k];
+      double qa = (cur.sb - cfd_dot6(cur.U, ai)) * cur.dinv;
+      for (int k = 0; k < 6; k++) a[k] = ai[k] + cur.S[k] * qa;
+      L[ABS_SB] = qa;
+    } else {
+      double w = s > 0 ? cfd_dot6(cur.U, ai) * cur.dinv : 0;
+      for (int k = 0; k < 6; k++) a[k] = ai[k] - cur.S[k] * w;
+      L[ABS_OFF + part] = w;
+    }
+    cur = next;
+  }
+  for (int k = 0; k < 6; k++) out[k] = a[k];
+}
+
+CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tau,
+                               const double* tin, double* links, const double* keep, double* acc) {
+  cfd_abs_block_u(c, s, e, tau, tin, links);
+  for (int part = 0; part < 7; part++) {
+    double out[6];
+    cfd_abs_block_out(c, s, e, part, links, out);
+    if (part == 6)
+      for (int k = 0; k < 6; k++) acc[36 + k] = out[k];
+    else  // row `part` of L^T
+      for (int k = 0; k < 6; k++) acc[6 * part + k] = s == 0 ? 0 : keep[6 * k + part];
+  }
+}
+
+// 4. With the acceleration of link s - 1 (ain; NULL for the first block, whose qdd0 is final),
+// the block's qacc: each link on its own (step 3's w_i and qdd0_i).
+CFD_HD void cfd_abs_block_qacc(int s, int e, const double* ain, const double* links, double* qacc) {
+  for (int i = s; i < e; i++) {
+    const double* L = links + CFD_ABS_LINK * (long)i;
+    qacc[i] = L[ABS_SB] - (ain ? cfd_dot6(L + ABS_OFF, ain) : 0);
+  }
 }
 
 #endif  // CHAINFD_ABA_SCAN_H

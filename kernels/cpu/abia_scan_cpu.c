@@ -57,7 +57,7 @@ int cfd_fd_abia_scan_cpu(const cfd_chain* c, int links_per_block, const double* 
   int a = scan(CFD_ABS_SCAN_ACC, nb, aff, p ^ 1);
   // 4. each block's accelerations
   for (int b = 0; b < nb; b++)
-    cfd_abs_block_qacc(c, starts[b], starts[b + 1],
+    cfd_abs_block_qacc(starts[b], starts[b + 1],
                        b > 0 ? aff[a] + CFD_ABS_AFF * (b - 1) + 36 : NULL, links, qacc);
   return CFD_OK;
 }

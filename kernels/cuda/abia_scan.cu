@@ -204,10 +204,20 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   }
   cluster_sync(cl);
   abs_mark(profile, &mk);  // bias scan
-  // 3. the blocks' u_i and acceleration maps: 6-vectors, on one lane; the acceleration scan
+  // 3. the blocks' u_i (a sweep in of 6-vectors, on one lane), then their acceleration maps and
+  // each link's share of qdd (the sweep out's seven parts on seven lanes); the acceleration scan
   if (mine && j == 0)
-    cfd_abs_block_bias(&c, s, s + len, tau, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links,
-                       keep + 36 * b, aff_e[0] + CFD_ABS_AFF * g);
+    cfd_abs_block_u(&c, s, s + len, tau, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links);
+  __syncwarp();
+  if (mine && j < 7) {
+    double out[6], *acc = aff_e[0] + CFD_ABS_AFF * g;
+    cfd_abs_block_out(&c, s, s + len, j, links, out);
+#pragma unroll
+    for (int k = 0; k < 6; k++) {
+      if (j == 6) acc[36 + k] = out[k];
+      else acc[6 * j + k] = s == 0 ? 0 : keep[36 * b + 6 * k + j];  // row j of L^T
+    }
+  }
   __syncthreads();
   abs_mark(profile, &mk);  // bias
   {
@@ -216,9 +226,10 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   }
   cluster_sync(cl);
   abs_mark(profile, &mk);  // acceleration scan
-  // 4. the blocks' accelerations
-  if (mine && j == 0)
-    cfd_abs_block_qacc(&c, s, s + len, b > 0 ? v_acc + 6 * (b - 1) : NULL, links, qacc);
+  // 4. the blocks' accelerations: every link at once, a lane each
+  if (mine)
+    for (int i = s + j; i < s + len; i += ABS_GROUP)
+      cfd_abs_block_qacc(i, i + 1, b > 0 ? v_acc + 6 * (b - 1) : NULL, links, qacc);
   if (profile) cluster_sync(cl);
   abs_mark(profile, &mk);  // accelerations
   if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
