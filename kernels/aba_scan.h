@@ -42,8 +42,8 @@
 #include "spatial.h"
 
 // per link: pose R (9) p (3), c_i (6), U_i (6), 1/d_i (1: the later sweeps multiply, a division
-// being a long dependent step on a GPU), off_i (6; first the rigid-body bias force), S^T bias (1;
-// then u_i)
+// being a long dependent step on a GPU), 6 doubles at ABS_OFF (the rigid-body bias force, then
+// r_i, then w_i: cfd_abs_block_inertias, _out), 1 at ABS_SB (u0_i, u_i, then qdd0_i)
 enum { CFD_ABS_LINK = 32, ABS_R = 0, ABS_P = 9, ABS_C = 12, ABS_U = 18, ABS_DINV = 24, ABS_OFF = 25,
        ABS_SB = 31 };
 // element widths: velocities (R, p, w), Riccati (P0, Phi, G), affine (L, l)
@@ -333,8 +333,13 @@ CFD_HD int cfd_abs_block_maps(const cfd_chain* c, int s, int e, const double* q,
 }
 
 // 2. With V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none), the block's velocities and
-// articulated inertias, kept per link as c_i, U_i, 1/d_i, off_i, S^T bias, and its bias map
-// (aff: L, l; keep: L again). Returns nonzero when a d_i is not positive.
+// articulated inertias, kept per link as c_i, U_i, 1/d_i and u_i's two parts (below), and its
+// bias map (aff: L, l; keep: L again). The map grows from the tip, so that before link i joins
+// it, (L, l) is that of links i + 1 ... e - 1: link i receives t_i = L t + l from its child when
+// the block is handed t, and u_i = tau_i - S_i^T (bias_i + t_i) = u0_i - r_i . t with
+// r_i = L^T S_i and u0_i = tau_i - S_i^T (bias_i + l), kept in off_i's and u_i's places: step 3
+// then takes every link at once where a sweep in would take them in turn. Returns nonzero when a
+// d_i is not positive.
 CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double* qd,
                                   const double* tau, const double* extra, const double* Vin,
                                   const double* Cin, double* links, double* aff, double* keep) {
@@ -376,20 +381,22 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
     cfd_inertia3_vec(&Q, ci, h);
     CFD_UNROLL for (int k = 0; k < 6; k++) h[k] += pb[k] + U[k] * su;
     cfd_wrench_to_parent(R, p, h, t);
-    CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_OFF + k] = t[k], L[ABS_U + k] = U[k];
+    CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_U + k] = U[k];
     L[ABS_DINV] = inv;
-    L[ABS_SB] = Spb;
-    // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): seven columns
+    // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): seven columns, each one's S^T
+    // first (r_i, and u0_i's S^T l)
     {
       double col[6], Sc;
       CFD_UNROLL for (int k = 0; k < 6; k++) {
         Sc = 0;
         CFD_UNROLL for (int r = 0; r < 6; r++) Sc += S[r] * Lm[6 * r + k];
+        L[ABS_OFF + k] = Sc;
         CFD_UNROLL for (int r = 0; r < 6; r++) col[r] = Lm[6 * r + k] - U[r] * Sc * inv;
         cfd_wrench_to_parent(R, p, col, h);
         CFD_UNROLL for (int r = 0; r < 6; r++) Lm[6 * r + k] = h[r];
       }
       Sc = cfd_dot6(S, Lm + 36);
+      L[ABS_SB] = tau[i] - Spb - Sc;
       CFD_UNROLL for (int r = 0; r < 6; r++) col[r] = Lm[36 + r] - U[r] * Sc * inv;
       cfd_wrench_to_parent(R, p, col, h);
       CFD_UNROLL for (int r = 0; r < 6; r++) Lm[36 + r] = h[r] + t[r];
@@ -403,50 +410,37 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
   return bad;
 }
 
-// What the bias and acceleration sweeps read of link i: its pose, screw, U_i, 1/d_i, S^T bias (then
-// u_i), one 6-vector (vec: off_i or c_i) and tau_i. Loaded a link ahead of its use, so that on a
-// GPU the next link's loads are in flight while this link's arithmetic runs (each sweep is a
-// chain of dependent steps, and a load from L2 costs as much as a step).
+// What the sweep out reads of link i: its pose, screw, U_i, 1/d_i, u_i and c_i. Loaded a link
+// ahead of its use, so that on a GPU the next link's loads are in flight while this link's
+// arithmetic runs (the sweep is a chain of dependent steps, and a load from L2 costs as much as a
+// step).
 typedef struct {
-  double R[9], p[3], S[6], U[6], v[6], dinv, sb, tau;
+  double R[9], p[3], S[6], U[6], v[6], dinv, sb;
 } cfd_abs_rec;
 
-CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, int vec,
-                         const double* tau, cfd_abs_rec* r) {
+CFD_HD void cfd_abs_load(const cfd_chain* c, const double* links, int i, cfd_abs_rec* r) {
   const double* L = links + CFD_ABS_LINK * (long)i;
   for (int k = 0; k < 9; k++) r->R[k] = L[ABS_R + k];
   for (int k = 0; k < 3; k++) r->p[k] = L[ABS_P + k];
   for (int k = 0; k < 6; k++)
-    r->S[k] = c->screw[6 * i + k], r->U[k] = L[ABS_U + k], r->v[k] = L[vec + k];
+    r->S[k] = c->screw[6 * i + k], r->U[k] = L[ABS_U + k], r->v[k] = L[ABS_C + k];
   r->dinv = L[ABS_DINV];
   r->sb = L[ABS_SB];
-  r->tau = tau ? tau[i] : 0;
 }
 
-// 3. With the bias force handed in (tin; NULL: none), the block's u_i (a sweep in), then its
-// acceleration map (acc: L^T from keep, m = a_{e-1} from a_{s-1} = 0; the first block's from the
-// base acceleration, with no linear part) by a sweep out, which also keeps per link what gives
-// its qdd once the acceleration a_{s-1} handed in is known:
+// 3. With the bias force handed in (tin; NULL: none), the block's u_i (each link on its own,
+// from step 2's u0_i and r_i), then its acceleration map (acc: L^T from keep, m = a_{e-1} from
+// a_{s-1} = 0; the first block's from the base acceleration, with no linear part) by a sweep out,
+// which also keeps per link what gives its qdd once the acceleration a_{s-1} handed in is known:
 //   qdd_i = qdd0_i - w_i . a_{s-1},   w_i = M_{i-1}^T X_i^T U_i / d_i
 // (qdd0_i: the sweep's own; M_{i-1}: the map from a_{s-1} to a_{i-1}, carried column by column,
 // M_i = (1 - S U^T / d) X_i M_{i-1}), so that step 4 takes all the block's links at once where a
 // sweep takes them in turn. The sweep out in seven independent parts (cfd_abs_block_out), which
 // the GPU runs on seven lanes.
-CFD_HD void cfd_abs_block_u(const cfd_chain* c, int s, int e, const double* tau, const double* tin,
-                            double* links) {
-  double t[6];
-  for (int k = 0; k < 6; k++) t[k] = tin ? tin[k] : 0;
-  cfd_abs_rec cur, next;
-  cfd_abs_load(c, links, e > s ? e - 1 : s, ABS_OFF, tau, &cur);  // (s < e: every caller)
-  for (int i = e - 1; i >= s; i--) {
-    cfd_abs_load(c, links, i > s ? i - 1 : i, ABS_OFF, tau, &next);
-    double St = cfd_dot6(cur.S, t), col[6];
-    links[CFD_ABS_LINK * (long)i + ABS_SB] = cur.tau - cur.sb - St;  // u_i
-    double Sti = St * cur.dinv;
-    for (int k = 0; k < 6; k++) col[k] = t[k] - cur.U[k] * Sti;
-    cfd_wrench_to_parent(cur.R, cur.p, col, t);
-    for (int k = 0; k < 6; k++) t[k] += cur.v[k];
-    cur = next;
+CFD_HD void cfd_abs_block_u(int s, int e, const double* tin, double* links) {
+  for (int i = s; i < e; i++) {
+    double* L = links + CFD_ABS_LINK * (long)i;
+    if (tin) L[ABS_SB] -= cfd_dot6(L + ABS_OFF, tin);
   }
 }
 
@@ -462,9 +456,9 @@ CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double
   if (part == 6 && s == 0)
     for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
   cfd_abs_rec cur, next;
-  cfd_abs_load(c, links, s, ABS_C, NULL, &cur);
+  cfd_abs_load(c, links, s, &cur);
   for (int i = s; i < e; i++) {
-    cfd_abs_load(c, links, i + 1 < e ? i + 1 : i, ABS_C, NULL, &next);  // (the last: itself)
+    cfd_abs_load(c, links, i + 1 < e ? i + 1 : i, &next);  // (the last: itself)
     double* L = links + CFD_ABS_LINK * (long)i;
     double ai[6];
     cfd_twist_to_child(cur.R, cur.p, a, ai);
@@ -483,9 +477,9 @@ CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double
   for (int k = 0; k < 6; k++) out[k] = a[k];
 }
 
-CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tau,
-                               const double* tin, double* links, const double* keep, double* acc) {
-  cfd_abs_block_u(c, s, e, tau, tin, links);
+CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tin, double* links,
+                               const double* keep, double* acc) {
+  cfd_abs_block_u(s, e, tin, links);
   for (int part = 0; part < 7; part++) {
     double out[6];
     cfd_abs_block_out(c, s, e, part, links, out);

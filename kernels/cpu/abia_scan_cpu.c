@@ -51,7 +51,7 @@ int cfd_fd_abia_scan_cpu(const cfd_chain* c, int links_per_block, const double* 
   int p = scan(CFD_ABS_SCAN_BIAS, nb, aff, 0);
   // 3. each block's u_i and acceleration map (into the other buffer); the acceleration scan
   for (int b = 0; b < nb; b++)
-    cfd_abs_block_bias(c, starts[b], starts[b + 1], tau,
+    cfd_abs_block_bias(c, starts[b], starts[b + 1],
                        b + 1 < nb ? aff[p] + CFD_ABS_AFF * (b + 1) + 36 : NULL, links,
                        keep + 36 * b, aff[p ^ 1] + CFD_ABS_AFF * b);
   int a = scan(CFD_ABS_SCAN_ACC, nb, aff, p ^ 1);

@@ -185,7 +185,7 @@ __device__ int abs_lanes_maps(const cfd_chain& c, int s, int len, int j, const d
 }
 
 // 2. (cfd_abs_block_inertias) with V_{s-1} (Vin) and the inertia handed in (Cin; NULL: none),
-// the block's velocities and articulated inertias (per link c_i, U_i, d_i, off_i, S^T bias) and
+// the block's velocities and articulated inertias (per link c_i, U_i, d_i, r_i, u0_i) and
 // its bias map (aff; keep: L again). Returns nonzero when a d_i is not positive.
 __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, const double* qd,
                                   const double* tau, const double* extra, const double* Vin,
@@ -260,7 +260,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
       }
     }
     __syncwarp();
-    double off[6], Spb = 0;
+    double off[6], Spb = 0, Sc = 0;
     if (on) {
       // off_i = X^T ((1 - U S^T / D) pb + Qa c_i + U tau_i / D), the same on every lane
       double h[6];
@@ -269,8 +269,10 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
 #pragma unroll
       for (int k = 0; k < 6; k++) h[k] = sm[6 + k] + cur.pb[k] + U[k] * su;
       cfd_wrench_to_parent(cur.R, cur.p, h, off);
-      // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): a column per lane
-      double Sc = cfd_dot6(cur.S, Lc), col[6];
+      // (L, l) <- (L_i L, L_i l + off_i), L_i = X^T (1 - U S^T / D): a column per lane, its
+      // S^T first (r_i and u0_i's S^T l, aba_scan.h)
+      double col[6];
+      Sc = cfd_dot6(cur.S, Lc);
 #pragma unroll
       for (int r = 0; r < 6; r++) col[r] = Lc[r] - U[r] * Sc * inv;
       cfd_wrench_to_parent(cur.R, cur.p, col, Lc);
@@ -283,12 +285,13 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
         for (int r = 0; r < 6; r++) sm[48 + 6 * j + r] = C[r];
       }
     }
-    __syncwarp();  // every lane has read this link's pb: lane 0 may overwrite it with off_i
+    __syncwarp();  // every lane has read this link's pb: r_i may take its place
+    if (on && j < 6) L[ABS_OFF + j] = Sc;
+    if (on && j == 6) L[ABS_SB] = cur.tau - Spb - Sc;  // u0_i
     if (on && j == 0) {
 #pragma unroll
-      for (int k = 0; k < 6; k++) L[ABS_OFF + k] = off[k], L[ABS_U + k] = U[k];
+      for (int k = 0; k < 6; k++) L[ABS_U + k] = U[k];
       L[ABS_DINV] = inv;
-      L[ABS_SB] = Spb;
     }
     cur = next;
   }

@@ -204,10 +204,11 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   }
   cluster_sync(cl);
   abs_mark(profile, &mk);  // bias scan
-  // 3. the blocks' u_i (a sweep in of 6-vectors, on one lane), then their acceleration maps and
-  // each link's share of qdd (the sweep out's seven parts on seven lanes); the acceleration scan
-  if (mine && j == 0)
-    cfd_abs_block_u(&c, s, s + len, tau, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links);
+  // 3. the blocks' u_i (a lane per link), then their acceleration maps and each link's share of
+  // qdd (the sweep out's seven parts on seven lanes); the acceleration scan
+  if (mine)
+    for (int i = s + j; i < s + len; i += ABS_GROUP)
+      cfd_abs_block_u(i, i + 1, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links);
   __syncwarp();
   if (mine && j < 7) {
     double out[6], *acc = aff_e[0] + CFD_ABS_AFF * g;
