@@ -66,7 +66,14 @@ static double time_stages(const mjModel* m, mjData* d, const mjData* start) {
 // and a GPU back end's solves alone on the start state, median us over 51 calls: one state
 // (cfd_solver_fd), two (fd2: qacc without and with Euler's diagonal, as a step asks), the split
 // call of two back to back (begin then finish at once, so nothing overlaps), and the device time
-// of the two-state calls' kernels.
+// of the two-state calls' kernels; then both with CALLER_US of the caller's own work between (a
+// spin on the host's clock, standing in for MuJoCo's stages: the split call's overlap).
+#define CALLER_US 50.0
+static void spin_us(double us) {
+  double t0 = now();
+  while ((now() - t0) * 1e6 < us) {
+  }
+}
 static void profile_gpu(const mjModel* m, const mjData* start, const char* backend) {
   char err[512];
   cfd_solver* s = cfd_solver_create_on(m, backend, 0, err, sizeof err);
@@ -81,7 +88,7 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
     tau[i] = cfd_rng_uniform(&rng, -1, 1);
     diag[i] = 0.01;
   }
-  double t[7][51];
+  double t[9][51];
   int failed = 0;
   for (int r = 0; r < 51; r++) {
     double t0 = now();
@@ -102,18 +109,35 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
     t[5][r] = t2b - t2, t[6][r] = t3 - t2b;
     t[3][r] = split ? cfd_solver_kernel_ms(s) * 1e-3 : NAN;
   }
+  for (int r = 0; r < 51; r++) {  // the caller's work between: plain (the work, then fd2)
+    double t0 = now();
+    spin_us(CALLER_US);
+    failed |= cfd_solver_fd2(s, q, qd, tau, diag, a, b);
+    t[7][r] = now() - t0;
+  }
+  for (int r = 0; r < 51; r++) {  // and split (apart, as above)
+    double t0 = now();
+    int split = cfd_solver_begin(s, q, qd, diag) == 0;
+    spin_us(CALLER_US);
+    if (split) failed |= cfd_solver_finish(s, q, qd, tau, diag, a, b);
+    t[8][r] = split ? now() - t0 : NAN;
+  }
   if (failed) {
     printf("               solves: failed (%s)\n", cfd_solver_error(s, CFD_ERR_GPU));
     free(x);
     cfd_solver_free(s);
     return;
   }
-  for (int k = 0; k < 7; k++) qsort(t[k], 51, sizeof(double), cmp);
+  for (int k = 0; k < 9; k++) qsort(t[k], 51, sizeof(double), cmp);
   printf("               solves: one state %.1f us, two %.1f (kernels %.1f)", t[0][25] * 1e6,
          t[1][25] * 1e6, t[4][25] * 1e6);
   if (cfd_solver_splits(s))
     printf(", split call of two back to back %.1f (begin %.1f, finish %.1f; kernels %.1f)",
            t[2][25] * 1e6, t[5][25] * 1e6, t[6][25] * 1e6, t[3][25] * 1e6);
+  printf("\n");
+  printf("               with %.0f us of the caller's work between: two %.1f us", CALLER_US,
+         t[7][25] * 1e6);
+  if (cfd_solver_splits(s)) printf(", split call %.1f", t[8][25] * 1e6);
   printf("\n");
   free(x);
   cfd_solver_free(s);

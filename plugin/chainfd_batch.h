@@ -59,8 +59,10 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 // ABIA on chains up to 256 links that have joint frames (hinges and slides without pitch), B <=
 // 64: begin launches the sweep out and the articulated inertias' part of the sweep in and brings
 // their factors down while the caller works, finish runs the bias forces' and accelerations'
-// sweeps on the host from them and tau, two O(n) passes (aba_world_tau.h). Otherwise begin keeps
-// the states on the host and finish is cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
+// sweeps on the host from them and tau, two O(n) passes (aba_world_tau.h). ABIA where cfd_gpu_fd
+// would run the scans over blocks of links (longer chains, B <= 64): begin launches the blocks'
+// maps and the velocity and Riccati scans, finish the rest. Otherwise begin keeps the states on
+// the host and finish is cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
 // begin must end in finish or cancel; between them the context takes no other call. Returns as
 // cfd_gpu_fd; after a failed begin nothing is under way.
 int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
@@ -71,8 +73,9 @@ void cfd_gpu_fd_cancel(cfd_gpu* g);
 int cfd_gpu_fd_splits(const cfd_gpu* g, int B);
 
 // Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
-// (transfers excluded; for a split CFA call, from begin's launch to finish's end, so the caller's
-// time between them is included; for a split ABIA call, begin's kernel).
+// (transfers excluded; for a split CFA call or one of ABIA's scans, from begin's launch to
+// finish's end, so the caller's time between them is included; for ABIA's resident split
+// kernel, begin's kernel).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);

@@ -331,6 +331,17 @@ int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
   return g->maps_host && B <= ABIA_WW_MAX_B && (v == 9 || (v == 7 && !cfd_gpu_abia_variant));
 }
 
+// A split call that the world warps' resident kernel does not take (cfd_gpu_abia_splits) takes the
+// scan kernel's two launches where a plain launch of B states would run the scans.
+int cfd_gpu_abia_scan_splits(const cfd_gpu* g, int B) {
+  return !cfd_gpu_abia_splits(g, B) && abia_variant(g, B) == 10;
+}
+
+int cfd_gpu_abia_split_kind(const cfd_gpu* g, int B) {
+  if (!cfd_gpu_fd_splits(g, B)) return 0;
+  return cfd_gpu_abia_splits(g, B) ? 1 : 2;
+}
+
 cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, double* factors,
                                       unsigned long long* done, unsigned long long* ctrl,
                                       unsigned long long last) {
@@ -346,7 +357,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
   int* error = cfd_gpu_error_flag(g);
   int variant = abia_variant(g, B);
-  if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error);
+  if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error, ABS_WHOLE);
   if (variant == 9)
     abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(
         g->chain_jf, B, q, qd, tau, extra, qacc, error);

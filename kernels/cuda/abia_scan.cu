@@ -33,7 +33,7 @@ namespace cg = cooperative_groups;
 int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
 int cfd_gpu_abia_scan_chosen = 0;
 int cfd_gpu_abia_scan_groups = 0;  // gpu_tuning.h: 0 = 16 groups per thread block
-int cfd_gpu_abia_scan_profile = 0;
+int cfd_gpu_abia_scan_profile = 0;  // (a split call's second launch: its phases from the inertias)
 __device__ unsigned long long abs_marks[64];
 
 // the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0
@@ -147,6 +147,9 @@ __host__ __device__ constexpr int abs_shared_doubles(int G) {
          CFD_MAX_CLUSTER * 2 * (CFD_ABS_RIC + CFD_ABS_FK);
 }
 
+// STAGE: ABS_WHOLE, or a split call's ABS_BEGIN or ABS_FINISH (gpu_internal.h), each compiled on
+// its own (a run-time stage cost the whole kernel 11 registers)
+template <int STAGE>
 __global__ void __launch_bounds__(ABS_GROUP * ABS_CTA_GROUPS)
 abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const double* __restrict__ q,
                  const double* __restrict__ qd, const double* __restrict__ tau,
@@ -175,21 +178,28 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   double* keep = v_acc + 6 * nb;                   // and its bias map's L
   bool mine = b < nb;
   int s = mine ? starts[b] : 0, len = mine ? starts[b + 1] - s : 0, bad = 0;
-  // 1. the blocks' velocity and inertia maps, then both scans
-  bad |= abs_lanes_maps(c, s, len, j, q, qd, extra, links, fk_e + CFD_ABS_FK * g,
-                        ric_e + CFD_ABS_RIC * g, sm);
-  __syncthreads();
-  abs_mark(profile, &mk);  // maps
-  {
-    abs_scan_io io[2] = {
-        {CFD_ABS_SCAN_FK, fk_e, fk_e + CFD_ABS_FK * groups, fk_t,
-         fk_t + CFD_ABS_FK * CFD_MAX_CLUSTER, v_fk},
-        {CFD_ABS_SCAN_RIC, ric_e, ric_e + CFD_ABS_RIC * groups, ric_t,
-         ric_t + CFD_ABS_RIC * CFD_MAX_CLUSTER, v_ric}};
-    bad |= abs_scan<2>(io, g, groups, nb, j, sm);
+  // 1. the blocks' velocity and inertia maps, then both scans (a split call's first launch: what
+  // the scans leave is in global memory, v_fk, v_ric and the links' records)
+  if (STAGE != ABS_FINISH) {
+    bad |= abs_lanes_maps(c, s, len, j, q, qd, extra, links, fk_e + CFD_ABS_FK * g,
+                          ric_e + CFD_ABS_RIC * g, sm);
+    __syncthreads();
+    abs_mark(profile, &mk);  // maps
+    {
+      abs_scan_io io[2] = {
+          {CFD_ABS_SCAN_FK, fk_e, fk_e + CFD_ABS_FK * groups, fk_t,
+           fk_t + CFD_ABS_FK * CFD_MAX_CLUSTER, v_fk},
+          {CFD_ABS_SCAN_RIC, ric_e, ric_e + CFD_ABS_RIC * groups, ric_t,
+           ric_t + CFD_ABS_RIC * CFD_MAX_CLUSTER, v_ric}};
+      bad |= abs_scan<2>(io, g, groups, nb, j, sm);
+    }
+    cluster_sync(cl);
+    abs_mark(profile, &mk);  // velocity and Riccati scans
+    if (STAGE == ABS_BEGIN) {
+      if (bad) cfd_gpu_raise(error, CFD_ERR_SINGULAR);
+      return;
+    }
   }
-  cluster_sync(cl);
-  abs_mark(profile, &mk);  // velocity and Riccati scans
   // 2. the blocks' inertias from what they are handed, and their bias maps; the bias scan
   double* aff_e[2] = {ric_e, ric_e + CFD_ABS_AFF * groups};
   double* aff_t[2] = {ric_t, ric_t + CFD_ABS_AFF * CFD_MAX_CLUSTER};
@@ -238,9 +248,16 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
 
 static int abs_clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+typedef void (*abs_kernel_fn)(cfd_chain, const int*, int, const double*, const double*,
+                              const double*, const double*, double*, double*, long, int*, int);
+static abs_kernel_fn abs_kernel(int stage) {
+  return stage == ABS_BEGIN ? abia_scan_kernel<ABS_BEGIN>
+         : stage == ABS_FINISH ? abia_scan_kernel<ABS_FINISH> : abia_scan_kernel<ABS_WHOLE>;
+}
+
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
                                      const double* tau, const double* extra, double* qacc,
-                                     int* error) {
+                                     int* error, int stage) {
   int n = g->n;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -251,11 +268,12 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
   cudaError_t e = cudaSuccess;
   if (!g->scan_max_cluster) {  // once: the largest cluster the device schedules (16 needs a GPC)
-    e = cudaFuncSetAttribute(abia_scan_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (!e)  // past 48 KiB needs the opt-in: the largest layout's
-      e = cudaFuncSetAttribute(
-          abia_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          (int)(sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS)));
+    for (int s = ABS_WHOLE; s <= ABS_FINISH && !e; s++) {
+      e = cudaFuncSetAttribute(abs_kernel(s), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (!e)  // past 48 KiB needs the opt-in: the largest layout's
+        e = cudaFuncSetAttribute(abs_kernel(s), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)(sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS)));
+    }
     if (e) return e;
     int cl = CFD_MAX_CLUSTER;
     for (;; cl /= 2) {
@@ -264,7 +282,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
       cfg.blockDim = dim3(ABS_GROUP * ABS_CTA_GROUPS);
       cfg.dynamicSmemBytes = sizeof(double) * abs_shared_doubles(ABS_CTA_GROUPS);
       int clusters = 0;
-      e = cudaOccupancyMaxActiveClusters(&clusters, abia_scan_kernel, &cfg);
+      e = cudaOccupancyMaxActiveClusters(&clusters, abs_kernel(ABS_WHOLE), &cfg);
       if (cl == 1 || (e == cudaSuccess && clusters > 0)) break;
       cudaGetLastError();
     }
@@ -318,6 +336,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   long chunk = (long)(ABS_WORK_BUDGET / (sizeof(double) * (size_t)stride));
   if (chunk < 1) chunk = 1;
   if (chunk > B) chunk = B;
+  if (stage != ABS_WHOLE && chunk < B) return cudaErrorInvalidValue;  // (a split's launches share it)
   if ((size_t)stride * chunk > g->scan_doubles) {
     e = cudaStreamSynchronize(g->stream);
     if (!e) e = cudaFree(g->scan_work);
@@ -342,7 +361,7 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
   for (long b0 = 0; b0 < B && !e; b0 += chunk) {
     long nc = B - b0 < chunk ? B - b0 : chunk, o = b0 * n;
     cfg.gridDim = dim3((unsigned)(CL * nc));
-    e = cudaLaunchKernelEx(&cfg, abia_scan_kernel, g->chain, part, nb,
+    e = cudaLaunchKernelEx(&cfg, abs_kernel(stage), g->chain, part, nb,
                            q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
                            g->scan_work, stride, error, cfd_gpu_abia_scan_profile);
   }

@@ -619,9 +619,10 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   if (g->alg == CFD_GPU_ABIA && chunk == B && cfd_gpu_abia_splits(g, B))
     return abia_begin(g, B, err, err_size);
   split_stop(g);  // this call's work goes on the stream
-  if (g->alg != CFD_GPU_CFA || chunk < B) return 0;
-  // CFA: up now, and a first launch does what needs no tau (finish launches the rest); the
-  // device is never left waiting on the host, so the caller may use it in between
+  int scans = g->alg == CFD_GPU_ABIA && cfd_gpu_abia_scan_splits(g, B);
+  if ((g->alg != CFD_GPU_CFA && !scans) || chunk < B) return 0;
+  // CFA and ABIA's scans: up now, and a first launch does what needs no tau (finish launches the
+  // rest); the device is never left waiting on the host, so the caller may use it in between
   e = cudaMemcpyAsync(g->staging, g->host, 2 * vec, cudaMemcpyHostToDevice, g->stream);  // q, qd
   if (!e && extra_diag)
     e = cudaMemcpyAsync(g->staging + 3 * bn, g->host + 3 * bn, vec, cudaMemcpyHostToDevice, g->stream);
@@ -629,7 +630,10 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
   g->flag_clear = 0;  // the kernel below may set it
   if (!e) e = cudaEventRecord(g->start, g->stream);
   const double* dq = g->staging;
-  if (!e)
+  if (!e && scans)
+    e = cfd_gpu_launch_abia_scan(g, B, dq, dq + bn, dq + 2 * bn, extra_diag ? dq + 3 * bn : NULL,
+                                 g->staging + 4 * bn, cfd_gpu_error_flag(g), ABS_BEGIN);
+  else if (!e)
     e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dq + 2 * bn, extra_diag ? dq + 3 * bn : NULL,
                            g->staging + 4 * bn, CFA_BEGIN);
   if (e) {
@@ -667,9 +671,12 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
   const double* dq = g->staging;
   if (begun) {  // tau up, then the second launch
     e = cudaMemcpyAsync(g->staging + 2 * bn, g->host + 2 * bn, vec, cudaMemcpyHostToDevice, g->stream);
-    if (!e)
-      e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dq + 2 * bn, g->pending_extra ? dq + 3 * bn : NULL,
-                             g->staging + 4 * bn, CFA_FINISH);
+    const double* dex = g->pending_extra ? dq + 3 * bn : NULL;
+    if (!e && g->alg == CFD_GPU_ABIA)
+      e = cfd_gpu_launch_abia_scan(g, B, dq, dq + bn, dq + 2 * bn, dex, g->staging + 4 * bn,
+                                   cfd_gpu_error_flag(g), ABS_FINISH);
+    else if (!e)
+      e = cfd_gpu_launch_cfa(g, B, dq, dq + bn, dq + 2 * bn, dex, g->staging + 4 * bn, CFA_FINISH);
     if (e) {
       cudaStreamSynchronize(g->stream);
       return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
@@ -686,7 +693,8 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
 
 int cfd_gpu_fd_splits(const cfd_gpu* g, int B) {
   if (B < 1 || chunk_of(g, B) < B) return 0;
-  return g->alg == CFD_GPU_CFA || (g->alg == CFD_GPU_ABIA && cfd_gpu_abia_splits(g, B));
+  return g->alg == CFD_GPU_CFA ||
+         (g->alg == CFD_GPU_ABIA && (cfd_gpu_abia_splits(g, B) || cfd_gpu_abia_scan_splits(g, B)));
 }
 
 void cfd_gpu_fd_cancel(cfd_gpu* g) {

@@ -55,7 +55,7 @@ struct cfd_gpu {
                         // (maps_host), else its copy down (device arrays; a copy into pageable
                         // memory would cost the call a staged transfer)
   int pending;          // a split call (cfd_gpu_fd_begin): 0 none, 1 held on the host, 2 begun on
-                        // the device (CFA), 3 factors on their way to the host (ABIA)
+                        // the device (CFA, ABIA's scans), 3 factors on their way to the host (ABIA)
   int pending_B, pending_extra;
   double* factors;      // ABIA split: page-locked, the factors of factors_held states, then
                         // the host sweeps' u / d of factors_held + 1
@@ -102,10 +102,15 @@ cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, doubl
 // differences up to the first mark not written in order; returns how many (at most max).
 int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max);
 // ABIA as scans over blocks of links, a cluster of up to 16 thread blocks per instance
-// (abia_scan.cu)
+// (abia_scan.cu): in one launch (ABS_WHOLE), or a split call's two on the same states: ABS_BEGIN
+// (what needs no tau: the blocks' maps and the velocity and Riccati scans, kept in the scan
+// kernel's scratch) and ABS_FINISH (the rest). A split call takes them where a launch of B states
+// would take the scans, in one chunk (cfd_gpu_abia_scan_splits).
+enum { ABS_WHOLE = 0, ABS_BEGIN = 1, ABS_FINISH = 2 };
 cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
                                      const double* tau, const double* extra, double* qacc,
-                                     int* error);
+                                     int* error, int stage);
+int cfd_gpu_abia_scan_splits(const cfd_gpu* g, int B);
 // abia_f32.cu, which is compiled in single precision and so sees none of this file's types
 extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const double* gravity, int B,
                                            const double* q, const double* qd, const double* tau,

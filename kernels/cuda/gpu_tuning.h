@@ -38,6 +38,9 @@ extern int cfd_gpu_abia_scan_groups;
 // Riccati scans, inertias, bias scan, bias, acceleration scan, accelerations.
 extern int cfd_gpu_abia_scan_profile;
 int cfd_gpu_abia_scan_phases(double* us, int max);
+// How cuda.abia's split call (cfd_gpu_fd_begin) runs B states: 0 held on the host until finish,
+// 1 the world warps' resident kernel (tau's share on the host), 2 the scan kernel's two launches.
+int cfd_gpu_abia_split_kind(const struct cfd_gpu* g, int B);
 // Rollouts by a group of lanes per instance (1, the default: chains up to 8 links at any batch, up
 // to 32 links while B x group width <= 2^18, longer ones in batches up to 4096) or one thread per
 // instance (0).
