@@ -338,7 +338,7 @@ int cfd_gpu_abia_scan_splits(const cfd_gpu* g, int B) {
 }
 
 int cfd_gpu_abia_split_kind(const cfd_gpu* g, int B) {
-  if (!cfd_gpu_fd_splits(g, B)) return 0;
+  if (g->alg != CFD_GPU_ABIA || !cfd_gpu_fd_splits(g, B)) return 0;
   return cfd_gpu_abia_splits(g, B) ? 1 : 2;
 }
 
