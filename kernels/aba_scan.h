@@ -452,6 +452,11 @@ CFD_HD void cfd_abs_block_u(int s, int e, const double* tin, double* links) {
 CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double* links,
                               double out[6]) {
   double a[6];
+  if (part < 6 && s == 0) {  // the first block: no M to carry (its map's L^T is zero)
+    for (int i = s; i < e; i++) links[CFD_ABS_LINK * (long)i + ABS_OFF + part] = 0;
+    for (int k = 0; k < 6; k++) out[k] = 0;
+    return;
+  }
   for (int k = 0; k < 6; k++) a[k] = part < 6 ? (k == part) : 0;
   if (part == 6 && s == 0)
     for (int k = 0; k < 3; k++) a[3 + k] = -c->gravity[k];
@@ -468,7 +473,7 @@ CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double
       for (int k = 0; k < 6; k++) a[k] = ai[k] + cur.S[k] * qa;
       L[ABS_SB] = qa;
     } else {
-      double w = s > 0 ? cfd_dot6(cur.U, ai) * cur.dinv : 0;
+      double w = cfd_dot6(cur.U, ai) * cur.dinv;
       for (int k = 0; k < 6; k++) a[k] = ai[k] - cur.S[k] * w;
       L[ABS_OFF + part] = w;
     }
@@ -477,16 +482,24 @@ CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double
   for (int k = 0; k < 6; k++) out[k] = a[k];
 }
 
+// Part `part`'s share of the block's acceleration map (acc: L^T, then m): row `part` of L^T from
+// the bias map's L (keep; zero for the first block, whose a_{s-1} is the base's), or (part 6) m,
+// the sweep out's a_{e-1} (out).
+CFD_HD void cfd_abs_acc_map_part(int s, int part, const double* keep, const double out[6],
+                                 double* acc) {
+  CFD_UNROLL for (int k = 0; k < 6; k++) {
+    if (part == 6) acc[36 + k] = out[k];
+    else acc[6 * part + k] = s == 0 ? 0 : keep[6 * k + part];
+  }
+}
+
 CFD_HD void cfd_abs_block_bias(const cfd_chain* c, int s, int e, const double* tin, double* links,
                                const double* keep, double* acc) {
   cfd_abs_block_u(s, e, tin, links);
   for (int part = 0; part < 7; part++) {
     double out[6];
     cfd_abs_block_out(c, s, e, part, links, out);
-    if (part == 6)
-      for (int k = 0; k < 6; k++) acc[36 + k] = out[k];
-    else  // row `part` of L^T
-      for (int k = 0; k < 6; k++) acc[6 * part + k] = s == 0 ? 0 : keep[6 * k + part];
+    cfd_abs_acc_map_part(s, part, keep, out, acc);
   }
 }
 

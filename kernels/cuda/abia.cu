@@ -312,8 +312,9 @@ static int abia_world_variant(const cfd_gpu* g, int B) {
 // The kernel for a launch: the scans (abia_scan.cu) where the world warps would run more than
 // ABIA_SCAN_FROM_N links (bench --only scan, same run: 200 links B = 1 61 against 76 us, 256
 // links 62 against 91, B = 64 77 against 92; at 128 the two tie, 55 against 56 and below the
-// world warps win). A split call keeps the world warps' resident kernel
-// (cfd_gpu_abia_splits: abia_world_variant).
+// world warps win). A split call keeps the world warps' resident kernel where abia_world_variant
+// takes it (cfd_gpu_abia_splits: up to 256 links); past that the scans run in two launches
+// (cfd_gpu_abia_scan_splits).
 #define ABIA_SCAN_FROM_N 128
 static int abia_variant(const cfd_gpu* g, int B) {
   int variant = abia_world_variant(g, B);

@@ -33,7 +33,7 @@ namespace cg = cooperative_groups;
 int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
 int cfd_gpu_abia_scan_chosen = 0;
 int cfd_gpu_abia_scan_groups = 0;  // gpu_tuning.h: 0 = 16 groups per thread block
-int cfd_gpu_abia_scan_profile = 0;  // (a split call's second launch: its phases from the inertias)
+int cfd_gpu_abia_scan_profile = 0;
 __device__ unsigned long long abs_marks[64];
 
 // the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0
@@ -221,13 +221,9 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
       cfd_abs_block_u(i, i + 1, b + 1 < nb ? v_bias + 6 * (b + 1) : NULL, links);
   __syncwarp();
   if (mine && j < 7) {
-    double out[6], *acc = aff_e[0] + CFD_ABS_AFF * g;
+    double out[6];
     cfd_abs_block_out(&c, s, s + len, j, links, out);
-#pragma unroll
-    for (int k = 0; k < 6; k++) {
-      if (j == 6) acc[36 + k] = out[k];
-      else acc[6 * j + k] = s == 0 ? 0 : keep[36 * b + 6 * k + j];  // row j of L^T
-    }
+    cfd_abs_acc_map_part(s, j, keep + 36 * b, out, aff_e[0] + CFD_ABS_AFF * g);
   }
   __syncthreads();
   abs_mark(profile, &mk);  // bias

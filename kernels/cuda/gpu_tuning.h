@@ -22,7 +22,9 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // instance, blocks of 32 links (chains in joint frames, else 4); 9 the same with a warp per block
 // (chains in joint frames up to 256 links; longer ones 8, without joint frames 4); 10 scans over
 // blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu). The choice
-// (0) takes 10 where it would take 9 for more than 128 links (a split call keeps 9).
+// (0) takes 10 where it would take 9 for more than 128 links. A split call keeps 9's resident
+// kernel where 9 runs (up to 256 links); past that it runs 10 in two launches
+// (cfd_gpu_abia_split_kind).
 extern int cfd_gpu_abia_variant;
 // The scan kernel's links per block (0: 2 for one instance, about n / 128 (2 to 8) from 2, n / 32
 // (8 to 32) from 32; raised so that there are at most 256 blocks, 512 past 4096 links).
@@ -35,7 +37,9 @@ extern int cfd_gpu_abia_scan_chosen;
 extern int cfd_gpu_abia_scan_groups;
 // With cfd_gpu_abia_scan_profile set, the scan kernel records its phases' end times for its first
 // instance; cfd_gpu_abia_scan_phases gives the last launch's durations (us): maps, velocity and
-// Riccati scans, inertias, bias scan, bias, acceleration scan, accelerations.
+// Riccati scans, inertias, bias scan, bias, acceleration scan, accelerations. A split call's
+// launches record their own stages only: the first maps and the two scans, the second inertias
+// to accelerations.
 extern int cfd_gpu_abia_scan_profile;
 int cfd_gpu_abia_scan_phases(double* us, int max);
 // How cuda.abia's split call (cfd_gpu_fd_begin) runs B states: 0 held on the host until finish,
