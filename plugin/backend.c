@@ -243,6 +243,10 @@ int cfd_solver_is_gpu(const cfd_solver* s) { return s->gpu != NULL; }
 
 double cfd_solver_kernel_ms(const cfd_solver* s) { return s->gpu ? cfd_gpu_last_kernel_ms(s->gpu) : 0; }
 
+void cfd_solver_time_kernels(cfd_solver* s, int on) {
+  if (s->gpu) cfd_gpu_time_kernels(s->gpu, on);
+}
+
 const char* cfd_solver_error(const cfd_solver* s, int status) {
   return status == CFD_ERR_GPU ? s->gpu_err : cfd_status_str(status);
 }

@@ -79,8 +79,10 @@ int cfd_solver_splits(const cfd_solver* s);
 
 // Whether the back end runs on a GPU.
 int cfd_solver_is_gpu(const cfd_solver* s);
-// The device time of the last GPU call, in ms (cfd_gpu_last_kernel_ms; 0 on a CPU back end).
+// The device time of the last GPU call, in ms (cfd_gpu_last_kernel_ms; 0 on a CPU back end, or
+// where calls are not timed: cfd_solver_time_kernels, off by default).
 double cfd_solver_kernel_ms(const cfd_solver* s);
+void cfd_solver_time_kernels(cfd_solver* s, int on);
 // What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
 const char* cfd_solver_error(const cfd_solver* s, int status);
 

@@ -73,10 +73,15 @@ void cfd_gpu_fd_cancel(cfd_gpu* g);
 int cfd_gpu_fd_splits(const cfd_gpu* g, int B);
 
 // Milliseconds the last cfd_gpu_fd spent on the device, from CUDA events around the kernels
-// (transfers excluded; for a split CFA call or one of ABIA's scans, from begin's launch to
-// finish's end, so the caller's time between them is included; for ABIA's resident split
-// kernel, begin's kernel).
+// (transfers excluded, the launch's host time included; for a split CFA call or one of ABIA's
+// scans, from begin's launch to finish's end, so the caller's time between them is included; for
+// ABIA's resident split kernel, begin's kernel, from its own clock). 0 where the call was not
+// timed (cfd_gpu_time_kernels).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
+// Whether g's calls time their kernels for cfd_gpu_last_kernel_ms (0, the default: not timed, as
+// the two events cost a small call about 2.5 us: on the H100 an empty cluster launch and its
+// wait took 11.8 us with them, 9.4 without). A split call keeps begin's setting. Returns the old.
+int cfd_gpu_time_kernels(cfd_gpu* g, int on);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
 

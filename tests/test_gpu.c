@@ -114,7 +114,12 @@ static void test_case(const gpu_case* tc) {
         int B = tc->batches[k];
         if (!B) continue;
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
+        int timed = k == 1;  // the kernels' timing events on the middle batch only (off by default)
+        cfd_gpu_time_kernels(g, timed);
         int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+        double ms = cfd_gpu_last_kernel_ms(g);
+        EXPECT(st || (timed ? ms > 0 : ms == 0), "%s %s B=%d: kernel time %g ms, timed %d",
+               tc->model, cfd_gpu_algorithm_name(alg), B, ms, timed);
         // On chains of thousands of links, CFA may refuse (its refinement does not converge
         // on crumpled random states); it must never return an inaccurate answer instead.
         if (st && alg == CFD_GPU_CFA && n > 2048 && strstr(err, "did not converge")) {
@@ -135,8 +140,7 @@ static void test_case(const gpu_case* tc) {
           et = cfd_rel_err_inf(got, twin, n);
         }
         printf("%-44s n=%-5d %-10s B=%-5d diag=%d max_rel_err=%.2e twin_err=%.2e kernel=%.3f ms\n",
-               tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, e, et,
-               cfd_gpu_last_kernel_ms(g));
+               tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, e, et, ms);
         // single precision: its error is measured and bounded loosely where it is meaningful
         // (short chains); on long random chains float32 ABA has no correct digits to promise
         // f32: measured on the H100 up to 2.9e-4 (random states, 200 links), 1.7e-4 at 33 links
@@ -400,6 +404,7 @@ static void test_abia_scan(int quick) {
     random_states(&c, 92 + (unsigned)k, Bmax, q, qd, tau, ex, ref);
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
+    if (g) cfd_gpu_time_kernels(g, 1);  // (printed below)
     for (int j = 0; j < (int)(sizeof runs / sizeof runs[0]) && g; j++) {
       int L = runs[j][0], B = runs[j][1];
       if (B > Bmax) continue;

@@ -349,7 +349,8 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
   int n = g->n;
   cudaError_t e = clear_flag(g);
   g->flag_clear = 0;  // until this batch's finish clears it (or queues its reset)
-  if (!e) e = cudaEventRecord(g->start, g->stream);
+  g->timed = g->time_kernels;  // (events cost a small call a few us: only when asked)
+  if (!e && g->timed) e = cudaEventRecord(g->start, g->stream);
   if (e) return fail(err, err_size, "starting the batch", e);
   for (int b0 = 0; b0 < B; b0 += chunk) {
     int nb = B - b0 < chunk ? B - b0 : chunk;
@@ -402,16 +403,21 @@ static int finish_batch(cfd_gpu* g, int B, int host, const double* dqacc, double
   size_t bn = (size_t)B * g->n, vec = sizeof(double) * bn;
   int mapped = g->maps_host;  // the flag is host memory: read after the event, no copy down
   int* status = mapped ? g->status : host ? (int*)(g->host + 5 * bn) : g->status;
-  cudaError_t e = cudaEventRecord(g->stop, g->stream);
+  cudaError_t e = g->timed ? cudaEventRecord(g->stop, g->stream) : cudaSuccess;
   if (!e && !mapped)
     e = cudaMemcpyAsync(status, g->info + g->capacity, sizeof(int), cudaMemcpyDeviceToHost, g->stream);
   if (!e && host)
     e = cudaMemcpyAsync(g->host + 4 * bn, dqacc, vec, cudaMemcpyDeviceToHost, g->stream);
   // a device flag's reset for the next batch goes after what this call waits for, so that it is
-  // off the call's path (a launch saved per call: a tenth of a 7-dof batch of 65,536)
-  if (!e) e = cudaEventRecord(g->copied, g->stream);
-  if (!e && !mapped) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
-  if (!e) e = cudaEventSynchronize(g->copied);
+  // off the call's path (a launch saved per call: a tenth of a 7-dof batch of 65,536); with the
+  // flag in host memory the call waits for the whole stream, one call fewer than an event
+  if (!e && !mapped) {
+    e = cudaEventRecord(g->copied, g->stream);
+    if (!e) e = cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
+    if (!e) e = cudaEventSynchronize(g->copied);
+  } else if (!e) {
+    e = cudaStreamSynchronize(g->stream);
+  }
   if (e) return fail(err, err_size, cfd_gpu_algorithm_name(g->alg), e);
   int st = *(volatile int*)status;
   if (mapped) *(volatile int*)status = 0;  // the batch's kernels are done with it
@@ -420,7 +426,7 @@ static int finish_batch(cfd_gpu* g, int B, int host, const double* dqacc, double
     snprintf(err, err_size, "%s: %s", cfd_gpu_algorithm_name(g->alg), cfd_status_str(st));
     return 1;
   }
-  if (cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;  // timing only
+  if (!g->timed || cudaEventElapsedTime(&g->last_ms, g->start, g->stop)) g->last_ms = 0;
   if (host) memcpy(qacc, g->host + 4 * bn, vec);
   return 0;
 }
@@ -628,7 +634,8 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
     e = cudaMemcpyAsync(g->staging + 3 * bn, g->host + 3 * bn, vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = clear_flag(g);
   g->flag_clear = 0;  // the kernel below may set it
-  if (!e) e = cudaEventRecord(g->start, g->stream);
+  g->timed = g->time_kernels;  // (events cost a small call a few us: only when asked)
+  if (!e && g->timed) e = cudaEventRecord(g->start, g->stream);
   const double* dq = g->staging;
   if (!e && scans)
     e = cfd_gpu_launch_abia_scan(g, B, dq, dq + bn, dq + 2 * bn, extra_diag ? dq + 3 * bn : NULL,
@@ -708,6 +715,12 @@ void cfd_gpu_fd_cancel(cfd_gpu* g) {
 }
 
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return g->last_ms; }
+
+int cfd_gpu_time_kernels(cfd_gpu* g, int on) {
+  int was = g->time_kernels;
+  g->time_kernels = on != 0;
+  return was;
+}
 
 int cfd_gpu_split_launches(const cfd_gpu* g) { return g->split_launches; }
 

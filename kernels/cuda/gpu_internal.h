@@ -51,6 +51,8 @@ struct cfd_gpu {
   cudaEvent_t copied;   // a batch's status (and qacc) down; its flag's reset is queued after it
   int flag_clear;       // the kernels' error flag is zero, or queued to be, before any later work
   float last_ms;
+  int time_kernels;     // calls record start and stop around their kernels (cfd_gpu_time_kernels)
+  int timed;            // this call's start is recorded (begin's, for a split call)
   int* status;          // page-locked: the kernels' error flag itself where the device maps it
                         // (maps_host), else its copy down (device arrays; a copy into pageable
                         // memory would cost the call a staged transfer)

@@ -48,6 +48,7 @@ int cfd_gpu_fd_finish(cfd_gpu* g, const double* tau, double* qacc, char* err, in
 void cfd_gpu_fd_cancel(cfd_gpu* g) {}
 int cfd_gpu_fd_splits(const cfd_gpu* g, int B) { return 0; }
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g) { return 0; }
+int cfd_gpu_time_kernels(cfd_gpu* g, int on) { return 0; }
 int cfd_gpu_split_launches(const struct cfd_gpu* g) { return 0; }
 int cfd_gpu_abia_split_kind(const struct cfd_gpu* g, int B) { return 0; }
 int cfd_gpu_rollout_create(const cfd_chain* c, const struct cfd_rollout_params* p, int device,
