@@ -80,7 +80,8 @@ int cfd_gpu_fd_splits(const cfd_gpu* g, int B);
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 // Whether g's calls time their kernels for cfd_gpu_last_kernel_ms (0, the default: not timed, as
 // the two events cost a call 3 to 4 us on the H100: cuda.abia at 8 links 18.2 against 15.0 us,
-// at 1024 links 68.6 against 65.2). A split call keeps begin's setting. Returns the old setting.
+// at 1024 links 68.6 against 65.2). A split call takes the setting at the launch that starts its
+// timing (begin's where begin launches). Returns the old setting.
 int cfd_gpu_time_kernels(cfd_gpu* g, int on);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
