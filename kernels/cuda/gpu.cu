@@ -341,6 +341,13 @@ static cudaError_t clear_flag(cfd_gpu* g) {
   return cudaMemsetAsync(g->info + g->capacity, 0, sizeof(int), g->stream);
 }
 
+// A call's start event, where its kernels are timed (cfd_gpu_time_kernels: the events cost a
+// small call a few us, so only when asked); finish_batch records the stop where this recorded.
+static cudaError_t start_timing(cfd_gpu* g) {
+  g->timed = g->time_kernels;
+  return g->timed ? cudaEventRecord(g->start, g->stream) : cudaSuccess;
+}
+
 // The launches for B states already on the device (q, qd, tau, extra, qacc device arrays), chunk
 // by chunk, after clearing the kernels' error flag and starting the timing event.
 static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const double* dqd,
@@ -349,8 +356,7 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
   int n = g->n;
   cudaError_t e = clear_flag(g);
   g->flag_clear = 0;  // until this batch's finish clears it (or queues its reset)
-  g->timed = g->time_kernels;  // (events cost a small call a few us: only when asked)
-  if (!e && g->timed) e = cudaEventRecord(g->start, g->stream);
+  if (!e) e = start_timing(g);
   if (e) return fail(err, err_size, "starting the batch", e);
   for (int b0 = 0; b0 < B; b0 += chunk) {
     int nb = B - b0 < chunk ? B - b0 : chunk;
@@ -634,8 +640,7 @@ int cfd_gpu_fd_begin(cfd_gpu* g, int B, const double* q, const double* qd,
     e = cudaMemcpyAsync(g->staging + 3 * bn, g->host + 3 * bn, vec, cudaMemcpyHostToDevice, g->stream);
   if (!e) e = clear_flag(g);
   g->flag_clear = 0;  // the kernel below may set it
-  g->timed = g->time_kernels;  // (events cost a small call a few us: only when asked)
-  if (!e && g->timed) e = cudaEventRecord(g->start, g->stream);
+  if (!e) e = start_timing(g);
   const double* dq = g->staging;
   if (!e && scans)
     e = cfd_gpu_launch_abia_scan(g, B, dq, dq + bn, dq + 2 * bn, extra_diag ? dq + 3 * bn : NULL,
