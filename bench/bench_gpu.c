@@ -722,6 +722,99 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   mj_deleteModel(m);
 }
 
+
+// ---- rollouts of one long chain or a few: per step, GPU against mj_step ---------------------------
+// Past 256 links and up to 64 instances each step's dynamics is the scan kernel's (two launches a
+// step); the lanes kernel, which takes the links in turn, beside it. MuJoCo's mj_step costs the
+// same at any state of such a chain (a dense mass matrix to factor), so a few steps per core
+// give its per-step time: one core, and all cores with one mjData each.
+static void long_rollouts(const char* spec, const char* label, int cores, double budget) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  int n = m->nv, nu = m->nu, nx = 2 * n, H = 16;
+  chainfd_rollout* r;
+  if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) { fprintf(stderr, "%s\n", err); mj_deleteModel(m); return; }
+  printf("\n== rollouts of long chains: %s (n = %d), H = %d, us per step of the batch ==\n", label, n, H);
+  printf("%5s %14s %14s %12s %12s %10s %12s\n", "B", "mj_step 1 core", "MuJoCo batch", "GPU scan",
+         "GPU lanes", "scan/lanes", "vs MuJoCo");
+  mjData* datas[256];
+  for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
+  double* pool_init = malloc(sizeof(double) * POOL * nx);
+  double* pool_ctrl = malloc(sizeof(double) * POOL * H * (nu ? nu : 1));
+  cfd_rng rng = {11};
+  for (int k = 0; k < POOL; k++) {
+    mj_resetData(m, datas[0]);
+    cfd_random_state(m, datas[0], &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+    chainfd_rollout_get_state(m, datas[0], pool_init + (size_t)k * nx);
+  }
+  for (size_t k = 0; k < (size_t)POOL * H * nu; k++) pool_ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+  // MuJoCo: 4 steps on one core, then 4 on every core at once (median of three each)
+  double one[3], all[3];
+  for (int rep = 0; rep < 3; rep++) {
+    step_job job = {m, datas[0], pool_init, pool_ctrl, 0, 1, 4, nx};
+    double a = now();
+    step_worker(&job);
+    one[rep] = (now() - a) / 4;
+    pthread_t tid[256];
+    step_job jobs[256];
+    a = now();
+    for (int t = 0; t < cores; t++) {
+      jobs[t] = (step_job){m, datas[t], pool_init, pool_ctrl, t, 1, 4, nx};
+      pthread_create(&tid[t], NULL, step_worker, &jobs[t]);
+    }
+    for (int t = 0; t < cores; t++) pthread_join(tid[t], NULL);
+    all[rep] = (now() - a) / 4 / cores;  // per env-step with every core busy
+  }
+  double mj_one = median(one, 3), mj_all = median(all, 3);
+  int Bs[3] = {1, 8, 64};
+  for (int bi = 0; bi < 3; bi++) {
+    int B = Bs[bi];
+    double *dinit, *dctrl, *dout;
+    cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
+    cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+    cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * nx);
+    for (int b = 0; b < B; b++) {
+      cudaMemcpy(dinit + (size_t)b * nx, pool_init + (size_t)(b % POOL) * nx, sizeof(double) * nx,
+                 cudaMemcpyHostToDevice);
+      cudaMemcpy(dctrl + (size_t)b * H * nu, pool_ctrl + (size_t)(b % POOL) * H * nu,
+                 sizeof(double) * H * nu, cudaMemcpyHostToDevice);
+    }
+    double scan[9], lanes[9];
+    int reps = 0, ok = 1;
+    double t0 = now();
+    for (; ok && reps < 9 && (reps < 3 || now() - t0 < budget); reps++) {
+      double a = now();
+      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CFD_DEVICE, err, sizeof err);
+      scan[reps] = (now() - a) / H;
+      cfd_gpu_rollout_scan = 0;
+      a = now();
+      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CFD_DEVICE, err, sizeof err);
+      lanes[reps] = (now() - a) / H;
+      cfd_gpu_rollout_scan = 1;
+    }
+    if (!ok) printf("%5d  error: %s\n", B, err);
+    else {
+      double ts = median(scan, reps), tl = median(lanes, reps);
+      // MuJoCo's step of the batch: one core for one instance, else B on all cores (B below
+      // the core count: each on a core of a busy host)
+      double mj = B == 1 ? mj_one : mj_all * (B < cores ? cores : B);
+      printf("%5d %14.1f %14.1f %12.1f %12.1f %9.1fx %11.0fx\n", B, mj_one * 1e6, mj * 1e6,
+             ts * 1e6, tl * 1e6, tl / ts, mj / ts);
+      emit("rollout_long_H16", spec, n, B, B == 1 ? "mujoco.1core.mj_step" : "mujoco.allcores.mj_step",
+           mj * 1e6, 0, 0);
+      emit("rollout_long_H16", spec, n, B, "cuda.rollout.scan", ts * 1e6, 0, 0);
+      emit("rollout_long_H16", spec, n, B, "cuda.rollout.lanes", tl * 1e6, 0, 0);
+    }
+    fflush(stdout);
+    cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
+  }
+  free(pool_init); free(pool_ctrl);
+  for (int t = 0; t < cores; t++) mj_deleteData(datas[t]);
+  chainfd_rollout_free(r);
+  mj_deleteModel(m);
+}
+
 // ---- rollouts split across every visible GPU (CHAINFD_ALL_GPUS) against GPU 0 alone ---------------
 // End to end from page-locked host arrays (a split batch takes host arrays): each device copies its
 // share up, steps it and copies it down, in its own host thread.
@@ -802,7 +895,7 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
 int main(int argc, char** argv) {
   const char* out = ".";
   int min_n = 1, max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|multigpu
+  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu
   double budget = 0.3;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -812,7 +905,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|multigpu]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu]\n");
       return 2;
     }
   }
@@ -851,6 +944,12 @@ int main(int argc, char** argv) {
              maxB, cores, budget);
     rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
              maxB, cores, budget);
+  }
+  if (!only || !strcmp(only, "rollout_long")) {
+    long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",
+                  cores, budget);
+    long_rollouts("chain:1000,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "1000 links",
+                  cores, budget);
   }
   if (!only || !strcmp(only, "multigpu")) {
     multi_gpu(arm, "the 7-dof arm", maxB, budget);

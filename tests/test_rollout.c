@@ -94,9 +94,14 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
 
 // the GPU rollout against the CPU rollout, with shared and distinct starts, every step or final
 // (plant: bad states and controls in some instances, plant_bad; the warnings compared too)
-static void gpu_against_cpu_ex(const char* spec, int integrator, int B, int H, int device, int plant) {
+// edit: a change to the model after loading (NULL: none)
+static void gpu_against_cpu_edit(const char* spec, int integrator, int B, int H, int device,
+                                 int plant, void (*edit)(mjModel*)) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m, "%s", err);
+  if (!m) return;
+  if (edit) edit(m);
   m->opt.integrator = integrator;
   if (plant == 2) m->opt.disableflags |= mjDSBL_AUTORESET;  // bad states go on bad
   int n = m->nv, nu = m->nu;
@@ -148,8 +153,17 @@ static void gpu_against_cpu_ex(const char* spec, int integrator, int B, int H, i
   mj_deleteModel(m);
 }
 
+static void gpu_against_cpu_ex(const char* spec, int integrator, int B, int H, int device, int plant) {
+  gpu_against_cpu_edit(spec, integrator, B, H, device, plant, NULL);
+}
+
 static void gpu_against_cpu(const char* spec, int integrator, int B, int H, int device) {
   gpu_against_cpu_ex(spec, integrator, B, H, device, 0);
+}
+
+// actuator 1 moved onto actuator 0's joint: two actuators on one dof
+static void share_first_joint(mjModel* m) {
+  if (m->nu > 1) m->actuator_trnid[2] = m->actuator_trnid[0];
 }
 
 static void quiet(const char* msg) { (void)msg; }  // MuJoCo's warnings here are expected
@@ -308,6 +322,27 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
     cfd_gpu_rollout_lanes = 1;
+    // chains past 256 links in batches up to 64: each step's dynamics by the scan kernel (two
+    // launches a step); bad states with and without autoreset; two actuators on one joint; then
+    // the lanes on the same chain, and a batch past 64, which the lanes take
+    const char* long300 = "chain:300,random=1,seed=11,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";
+    const char* long1000 = "chain:1000,random=1,seed=12,damping=0.05,armature=0.01,actuators=1";
+    long scan_steps = cfd_gpu_rollout_scan_steps;
+    gpu_against_cpu(long300, mjINT_IMPLICITFAST, 1, 20, 0);
+    gpu_against_cpu(long300, mjINT_EULER, 9, 12, 0);
+    gpu_against_cpu(long1000, mjINT_EULER, 2, 8, 0);
+    gpu_against_cpu_ex(long300, mjINT_IMPLICITFAST, 7, 12, 0, 1);
+    gpu_against_cpu_ex(long300, mjINT_EULER, 7, 8, 0, 2);
+    gpu_against_cpu_edit(long300, mjINT_IMPLICITFAST, 3, 12, 0, 0, share_first_joint);
+    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 4 * (20 + 12 + 8 + 12 + 8 + 12),
+           "the long chains' rollouts took %ld steps by the scan kernel",
+           cfd_gpu_rollout_scan_steps - scan_steps);
+    scan_steps = cfd_gpu_rollout_scan_steps;
+    cfd_gpu_rollout_scan = 0;
+    gpu_against_cpu(long300, mjINT_EULER, 9, 12, 0);
+    cfd_gpu_rollout_scan = 1;
+    gpu_against_cpu(long300, mjINT_EULER, 65, 4, 0);
+    EXPECT(cfd_gpu_rollout_scan_steps == scan_steps, "the lanes' rollouts took the scan kernel");
     TEST_EXIT();
   }
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);

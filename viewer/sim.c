@@ -189,12 +189,18 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
   }
   if (chainfd_rollout_create(m, CHAINFD_CPU, &s->rollout, s->rollout_why, sizeof s->rollout_why))
     s->rollout = NULL;
+  // and the GPU rollout for cuda.abia's, where that back end is offered (a GPU is present)
+  char why[CFV_MSG];
+  if (s->rollout && cfv_sim_find(s, "cuda.abia", why, sizeof why) >= 0 &&
+      chainfd_rollout_create(m, 0, &s->rollout_gpu, why, sizeof why))
+    s->rollout_gpu = NULL;
   cfv_sim_reset(s);
   return 0;
 }
 
 void cfv_sim_free(cfv_sim* s) {
   if (s->rollout) chainfd_rollout_free(s->rollout);
+  if (s->rollout_gpu) chainfd_rollout_free(s->rollout_gpu);
   free(s->rollout_x);
   free(s->rollout_ctrl);
   for (int i = 0; i < s->ndyn; i++) chainfd_stepper_free(s->stepper[i]);
@@ -336,9 +342,12 @@ int cfv_sim_step(cfv_sim* s) {
 int cfv_sim_substeps(cfv_sim* s, int k) {
   const mjModel* m = s->m;
   mjData* d = s->d;
-  if (!s->rollout || s->current == 0 || strcmp(s->dyn_name[s->current], "cpu.fast") || k < 1 ||
-      k > CFV_MAX_SUBSTEPS)
-    return 0;
+  if (s->current == 0 || k < 1 || k > CFV_MAX_SUBSTEPS) return 0;
+  const char* name = s->dyn_name[s->current];
+  chainfd_rollout* rollout = !strcmp(name, "cpu.fast")    ? s->rollout
+                             : !strcmp(name, "cuda.abia") ? s->rollout_gpu
+                                                          : NULL;
+  if (!rollout) return 0;
   for (int i = 0; i < 6 * m->nbody; i++)
     if (d->xfrc_applied[i] != 0) return 0;
   for (int i = 0; i < m->nv; i++)
@@ -353,7 +362,7 @@ int cfv_sim_substeps(cfv_sim* s, int k) {
   int nx = m->nq + m->nv;
   double *x0 = s->rollout_x, *x1 = s->rollout_x + nx;
   chainfd_rollout_get_state(m, d, x0);
-  if (chainfd_rollout_run(s->rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CFD_HOST, err, sizeof err))
+  if (chainfd_rollout_run(rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CFD_HOST, err, sizeof err))
     return 0;
   for (int i = 0; i < nx; i++)
     if (!(fabs(x1[i]) < mjMAXVAL)) return 0;  // cfv_sim_step will see to it

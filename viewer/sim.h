@@ -38,8 +38,9 @@ typedef struct cfv_sim {
   mjtNum* saved;                  // the state before a chainfd step (mjSTATE_INTEGRATION)
   int diverged;                   // MuJoCo reset a bad state since the last reset
 
-  // substeps through the CPU rollout (cfv_sim_substeps); NULL when the rollout refuses the model
-  chainfd_rollout* rollout;
+  // substeps through the CPU rollout for cpu.fast and the GPU rollout for cuda.abia
+  // (cfv_sim_substeps); NULL when the rollout refuses the model (the GPU's also when no GPU)
+  chainfd_rollout *rollout, *rollout_gpu;
   char rollout_why[CFV_MSG];  // why it refused
   double *rollout_x, *rollout_ctrl;  // state [nq + nv], controls [CFV_MAX_SUBSTEPS][nu]
 } cfv_sim;
@@ -72,10 +73,12 @@ int cfv_sim_forward(cfv_sim* s);
 // in s->error).
 int cfv_sim_step(cfv_sim* s);
 
-// k steps at once for cpu.fast, through the CPU rollout (chainfd_rollout on CHAINFD_CPU): the
-// step of rollout_step.h, which equals chainfd_step's with cpu.fast (tests/test_rollout: to 1e-15
-// against mj_step), without MuJoCo's stage functions at every step; the state comes back into
-// mjData once, with its kinematics (what drawing needs). Returns k, or 0 where it does not apply
+// k steps at once for cpu.fast, through the CPU rollout (chainfd_rollout on CHAINFD_CPU), and for
+// cuda.abia through the GPU rollout (device 0: the k steps on the GPU, past 256 links each step's
+// dynamics by the scan kernel, as cuda.abia's for one long chain): the step of rollout_step.h,
+// which equals chainfd_step's (tests/test_rollout: the CPU rollout to 1e-9 against mj_step, the
+// GPU's to 1e-10 against the CPU's), without MuJoCo's stage functions at every step; the state
+// comes back into mjData once, with its kinematics (what drawing needs). Returns k, or 0 where it does not apply
 // (another dynamics, a model the rollout refuses, a force the rollout does not model: a mouse
 // perturbation's xfrc_applied, qfrc_applied; a failed or non-finite rollout), the state untouched:
 // the caller then steps one by one with cfv_sim_step.

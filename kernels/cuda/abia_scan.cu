@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(ABS_GROUP * ABS_CTA_GROUPS)
 abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const double* __restrict__ q,
                  const double* __restrict__ qd, const double* __restrict__ tau,
                  const double* __restrict__ extra, double* __restrict__ qacc, double* work,
-                 long stride, int* error, int profile) {
+                 long stride, int* error, int error_each, int profile) {
   extern __shared__ double shared[];
   int mk = 0;
   abs_mark(profile, &mk);
@@ -171,6 +171,7 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
   q += o, qd += o, tau += o, qacc += o;
   if (extra) extra += o;
   double* links = work + inst * stride;
+  if (error_each) error += inst;
   double* v_fk = links + (long)CFD_ABS_LINK * n;  // per block of links: its last link's velocity,
   double* v_ric = v_fk + 6 * nb;                   // the inertia its first hands on,
   double* v_bias = v_ric + 36 * nb;                // the bias force,
@@ -245,15 +246,16 @@ abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const doub
 static int abs_clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 typedef void (*abs_kernel_fn)(cfd_chain, const int*, int, const double*, const double*,
-                              const double*, const double*, double*, double*, long, int*, int);
+                              const double*, const double*, double*, double*, long, int*, int,
+                              int);
 static abs_kernel_fn abs_kernel(int stage) {
   return stage == ABS_BEGIN ? abia_scan_kernel<ABS_BEGIN>
          : stage == ABS_FINISH ? abia_scan_kernel<ABS_FINISH> : abia_scan_kernel<ABS_WHOLE>;
 }
 
-cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
-                                     const double* tau, const double* extra, double* qacc,
-                                     int* error, int stage) {
+static cudaError_t launch_scan(cfd_gpu* g, int B, const double* q, const double* qd,
+                               const double* tau, const double* extra, double* qacc, int* error,
+                               int error_each, int stage) {
   int n = g->n;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -359,7 +361,20 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
     cfg.gridDim = dim3((unsigned)(CL * nc));
     e = cudaLaunchKernelEx(&cfg, abs_kernel(stage), g->chain, part, nb,
                            q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
-                           g->scan_work, stride, error, cfd_gpu_abia_scan_profile);
+                           g->scan_work, stride, error_each ? error + b0 : error, error_each,
+                           cfd_gpu_abia_scan_profile);
   }
   return e;
+}
+
+cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const double* qd,
+                                     const double* tau, const double* extra, double* qacc,
+                                     int* error, int stage) {
+  return launch_scan(g, B, q, qd, tau, extra, qacc, error, 0, stage);
+}
+
+cudaError_t cfd_gpu_launch_abia_scan_each(cfd_gpu* g, int B, const double* q, const double* qd,
+                                          const double* tau, const double* extra, double* qacc,
+                                          int* errors) {
+  return launch_scan(g, B, q, qd, tau, extra, qacc, errors, 1, ABS_WHOLE);
 }

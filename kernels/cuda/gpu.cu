@@ -133,8 +133,18 @@ void cfd_gpu_free(cfd_gpu* g) {
   if (g->start) cudaEventDestroy(g->start);
   if (g->stop) cudaEventDestroy(g->stop);
   if (g->copied) cudaEventDestroy(g->copied);
-  if (g->stream) cudaStreamDestroy(g->stream);
+  if (g->stream && !g->stream_borrowed) cudaStreamDestroy(g->stream);
   free(g);
+}
+
+cudaError_t cfd_gpu_use_stream(cfd_gpu* g, cudaStream_t s) {
+  cudaError_t e = cudaSetDevice(g->device);
+  if (!e) e = cudaStreamSynchronize(g->stream);
+  if (!e && !g->stream_borrowed) e = cudaStreamDestroy(g->stream);
+  if (e) return e;
+  g->stream = s;
+  g->stream_borrowed = 1;
+  return cudaSuccess;
 }
 
 static cudaError_t upload(double** dst, const double* src, size_t count) {

@@ -47,6 +47,7 @@ struct cfd_gpu {
   int solver_lwork;
   cusolverDnHandle_t solver;
   cudaStream_t stream;
+  int stream_borrowed;  // stream is a caller's (cfd_gpu_use_stream): not destroyed with g
   cudaEvent_t start, stop;
   cudaEvent_t copied;   // a batch's status (and qacc) down; its flag's reset is queued after it
   int flag_clear;       // the kernels' error flag is zero, or queued to be, before any later work
@@ -113,6 +114,15 @@ cudaError_t cfd_gpu_launch_abia_scan(cfd_gpu* g, int B, const double* q, const d
                                      const double* tau, const double* extra, double* qacc,
                                      int* error, int stage);
 int cfd_gpu_abia_scan_splits(const cfd_gpu* g, int B);
+// The same in one launch, each state raising its failure in its own word of errors (B ints,
+// device memory): the GPU rollout's steps on long chains (rollout.cu), which reset only the
+// states that fail.
+cudaError_t cfd_gpu_launch_abia_scan_each(cfd_gpu* g, int B, const double* q, const double* qd,
+                                          const double* tau, const double* extra, double* qacc,
+                                          int* errors);
+// Has g launch on s (the caller's stream, which outlives g) instead of its own: the rollout's
+// steps and the scan kernel's launches then queue in one order.
+cudaError_t cfd_gpu_use_stream(cfd_gpu* g, cudaStream_t s);
 // abia_f32.cu, which is compiled in single precision and so sees none of this file's types
 extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const double* gravity, int B,
                                            const double* q, const double* qd, const double* tau,

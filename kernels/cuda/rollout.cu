@@ -5,7 +5,8 @@
 // instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
 // instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
 // with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
-// joint frames, and the knobs in gpu_tuning.h.)
+// joint frames, and the knobs in gpu_tuning.h.) Chains past 256 links in batches up to 64: each
+// step's dynamics by the scan kernel (abia_scan.cu), two launches a step (scan_* below).
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@
 int cfd_gpu_rollout_lanes = 1;  // small chains: a group of lanes per instance (0: a thread)
 int cfd_gpu_lanes_xch = 1;      // the lanes' backward sweep exchanges through shared memory (0: shuffles)
 int cfd_gpu_rollout_world = 1;  // lanes on short chains: the ABA in world coordinates (0: link frames)
+int cfd_gpu_rollout_scan = 1;   // long chains, small batches: the scan kernel (0: the lanes)
+long cfd_gpu_rollout_scan_steps = 0;
 
 // What a run reports back in one copy: an error status and the total of the bad-state warnings
 // (rollout_step.h); the warnings per instance stay on the device until asked for.
@@ -59,6 +62,14 @@ struct cfd_gpu_rollout {
   cudaStream_t stream;
   cudaEvent_t start, stop;
   float last_ms;
+  // long chains (scan_run): the scan kernel's context (on this stream), the state of scan_capacity
+  // instances, and the dynamics at the reset state (reset: 0 not yet computed, 1 computed, 2
+  // singular there)
+  cfd_gpu* scan;
+  int* dof_acts;  // dof i's actuators: dof_acts[n + 1 + k] for k in [dof_acts[i], dof_acts[i + 1])
+  int scan_capacity, reset;
+  double *sx, *reset_x;
+  int* sflags;
 };
 
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
@@ -459,10 +470,207 @@ static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const dou
 #undef WL_LAUNCH
 }
 
+
+// ---- long chains: the scan kernel's dynamics, two launches a step -----------------------------
+// Past WB_MAX_N links and up to SCAN_MAX_B instances, each step's forward dynamics is the scan
+// kernel's (a cluster of SMs per instance: about n / blocks + log2 blocks steps in sequence, where
+// the kernels above take the n links in turn). Between its launches, a kernel of a thread block
+// per instance (scan_between) ends one step and prepares the next, as cfd_rollout_step does and in
+// its order: mj_checkPos and mj_checkVel, the passive and actuator forces and the joint-diagonal
+// term; then, after the dynamics, mj_checkAcc, the reset and the semi-implicit Euler update. The
+// reset state's dynamics is computed once (scan_reset_dynamics) and reused.
+#define SCAN_THREADS 256
+#define SCAN_MAX_B 64
+
+// Per instance [B][n] each: qpos, qvel, q, tau, diag, qacc; then the ints: the scan kernel's error
+// word (B), and SCAN_INFO per instance (scan_info)
+#define SCAN_ARRAYS 6
+enum { SCAN_DIAG_BAD, SCAN_WARNINGS, SCAN_FAILED, SCAN_INFO };
+
+struct scan_view {
+  double *qpos, *qvel, *q, *tau, *diag, *qacc;
+  int *error, *info;  // this instance's
+};
+
+__device__ __forceinline__ scan_view scan_view_of(double* sx, int* sflags, int B, int n, int b) {
+  size_t bn = (size_t)B * n, o = (size_t)b * n;
+  scan_view v = {sx + o, sx + bn + o, sx + 2 * bn + o, sx + 3 * bn + o, sx + 4 * bn + o,
+                 sx + 5 * bn + o, sflags + b, sflags + B + SCAN_INFO * b};
+  return v;
+}
+
+// Any bad x[i] over the block (every thread calls it)
+__device__ __forceinline__ bool block_any_bad(const double* x, int n) {
+  int bad = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) bad |= cfd_is_bad(x[i]);
+  return __syncthreads_or(bad);
+}
+
+// cfd_rollout_forward's forces for controls u (NULL: all zero): q, tau and diag from qpos and
+// qvel; dof i's actuators are acts[first[i] .. first[i + 1]), in index order (the CPU's order of
+// summing where several drive one joint). Returns whether a control was bad (every thread calls
+// it).
+__device__ bool scan_forces(const cfd_rollout_params& p, const int* first, const int* acts,
+                            const double* u, const double* qpos, const double* qvel, double* q,
+                            double* tau, double* diag) {
+  int n = p.n, bad = 0;
+  for (int a = threadIdx.x; u && a < p.nu; a += blockDim.x) bad |= cfd_is_bad(cfd_rollout_clamp(&p, a, u[a]));
+  bool bad_ctrl = __syncthreads_or(bad);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
+    for (int k = first[i]; k < first[i + 1]; k++)
+      cfd_rollout_actuator(&p, acts[k], u, bad_ctrl, qpos, qvel, tau, diag, 1);
+  }
+  __syncthreads();
+  return bad_ctrl;
+}
+
+// The reset state's forces (qpos0, qvel 0, no controls) into x: q, qvel, tau, diag ([n] each)
+__global__ void __launch_bounds__(SCAN_THREADS)
+scan_reset_forces(cfd_rollout_params p, const int* first, const int* acts, double* x) {
+  int n = p.n;
+  double *q = x, *qvel = x + n, *tau = x + 2 * n, *diag = x + 3 * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) qvel[i] = 0;
+  __syncthreads();
+  scan_forces(p, first, acts, NULL, p.qpos0, qvel, q, tau, diag);
+}
+
+// The start of a run: the instances' states from init, state 0 out, the flags cleared
+__global__ void __launch_bounds__(SCAN_THREADS)
+scan_start(int n, int B, int H, const double* __restrict__ init, int shared_init,
+           double* __restrict__ out, int final_only, double* sx, int* sflags) {
+  int b = blockIdx.x;
+  scan_view v = scan_view_of(sx, sflags, B, n, b);
+  const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
+  double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    v.qpos[i] = x0[i], v.qvel[i] = x0[n + i];
+    if (!final_only) o[i] = x0[i], o[n + i] = x0[n + i];
+  }
+  if (threadIdx.x == 0) {
+    *v.error = 0;
+    for (int k = 0; k < SCAN_INFO; k++) v.info[k] = 0;
+  }
+}
+
+// Step t - 1's end (t > 0: after its dynamics) and step t's start (t < H: up to its dynamics);
+// at t = H the final state out and the warnings reported. reset_x: the reset state's q, qvel,
+// tau, diag and qacc; reset_singular: its dynamics failed.
+__global__ void __launch_bounds__(SCAN_THREADS)
+scan_between(cfd_rollout_params p, const int* first, const int* acts, int B, int H, int t,
+             const double* __restrict__ ctrl, double* __restrict__ out, int final_only,
+             double* sx, int* sflags, const double* __restrict__ reset_x, int reset_singular,
+             rollout_flags* flags, int* warn) {
+  int n = p.n, b = blockIdx.x;
+  scan_view v = scan_view_of(sx, sflags, B, n, b);
+  if (v.info[SCAN_FAILED]) return;
+  __syncthreads();  // (everyone has read the flag before thread 0 may set it again below)
+  int warnings = 0;  // this launch's, counted by thread 0
+  double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
+  if (t > 0) {  // mj_checkAcc (unless the joint-diagonal term was bad), the reset, the update
+    if (v.info[SCAN_DIAG_BAD]) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) v.qacc[i] = NAN;
+    } else {
+      bool singular = *v.error != 0;
+      if (singular || block_any_bad(v.qacc, n)) {
+        warnings++;
+        if (p.autoreset) {
+          if (reset_singular) {  // as cfd_rollout_step: the run fails
+            if (threadIdx.x == 0) {
+              v.info[SCAN_FAILED] = 1;
+              atomicExch(&flags->status, CFD_ERR_SINGULAR);
+              report_warnings(warn, b, v.info[SCAN_WARNINGS] + warnings, flags);
+            }
+            return;
+          }
+          for (int i = threadIdx.x; i < n; i += blockDim.x)
+            v.qpos[i] = p.qpos0[i], v.qvel[i] = 0, v.qacc[i] = reset_x[4 * n + i];
+        } else if (singular) {
+          for (int i = threadIdx.x; i < n; i += blockDim.x) v.qacc[i] = NAN;
+        }
+      }
+    }
+    double h = p.h;
+    double* ot = o + (final_only ? 0 : (size_t)t * 2 * n);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      double vel = v.qvel[i] + h * v.qacc[i];
+      double pos = v.qpos[i] + h * vel;
+      v.qvel[i] = vel, v.qpos[i] = pos;
+      if (!final_only || t == H) ot[i] = pos, ot[n + i] = vel;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) *v.error = 0;
+  }
+  if (t < H) {  // mj_checkPos, mj_checkVel, then the forces
+    const double* u = ctrl + ((size_t)b * H + t) * p.nu;
+    for (int k = 0; k < 2; k++)
+      if (block_any_bad(k ? v.qvel : v.qpos, n)) {
+        warnings++;
+        if (p.autoreset) {
+          for (int i = threadIdx.x; i < n; i += blockDim.x) v.qpos[i] = p.qpos0[i], v.qvel[i] = 0;
+          u = NULL;
+        }
+      }
+    warnings += scan_forces(p, first, acts, u, v.qpos, v.qvel, v.q, v.tau, v.diag);
+    bool diag_bad = block_any_bad(v.diag, n);
+    if (threadIdx.x == 0) v.info[SCAN_DIAG_BAD] = diag_bad;
+  }
+  if (threadIdx.x == 0) {
+    v.info[SCAN_WARNINGS] += warnings;
+    if (t == H) report_warnings(warn, b, v.info[SCAN_WARNINGS], flags);
+  }
+  if (t == H && final_only && H == 0)  // no step: the start state is the final one
+    for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = v.qpos[i], o[n + i] = v.qvel[i];
+}
+
 static int fail(char* err, int size, const char* what, cudaError_t e) {
   snprintf(err, size, "GPU rollout: %s: %s", what, cudaGetErrorString(e));
   cudaGetLastError();
   return 1;
+}
+
+
+// The reset state's dynamics, once per rollout (scan_between's reset_x; r->reset 1, or 2 where
+// the scan kernel finds it singular)
+static cudaError_t scan_reset_dynamics(cfd_gpu_rollout* r) {
+  int n = r->n;
+  cudaError_t e = r->reset_x ? cudaSuccess : cudaMalloc(&r->reset_x, sizeof(double) * 5 * n + sizeof(int));
+  if (e) return e;
+  double* x = r->reset_x;
+  int* error = (int*)(x + 5 * n);
+  int found = 0;
+  e = cudaMemsetAsync(error, 0, sizeof(int), r->stream);
+  if (!e) {
+    scan_reset_forces<<<1, SCAN_THREADS, 0, r->stream>>>(r->params, r->dof_acts, r->dof_acts + n + 1, x);
+    e = cudaGetLastError();
+  }
+  if (!e) e = cfd_gpu_launch_abia_scan_each(r->scan, 1, x, x + n, x + 2 * n, x + 3 * n, x + 4 * n, error);
+  if (!e) e = cudaMemcpyAsync(&found, error, sizeof(int), cudaMemcpyDeviceToHost, r->stream);
+  if (!e) e = cudaStreamSynchronize(r->stream);
+  if (!e) r->reset = found ? 2 : 1;
+  return e;
+}
+
+// A run's launches on long chains: the start, then per step scan_between and the scan kernel,
+// then scan_between's last (the final state, the warnings)
+static cudaError_t scan_launches(cfd_gpu_rollout* r, int B, int H, const double* init,
+                                 int shared_init, const double* ctrl, double* out, int final_only) {
+  int n = r->n;
+  size_t bn = (size_t)B * n;
+  double* sx = r->sx;
+  scan_start<<<B, SCAN_THREADS, 0, r->stream>>>(n, B, H, init, shared_init, out, final_only, sx,
+                                                 r->sflags);
+  cudaError_t e = cudaGetLastError();
+  for (int t = 0; t <= H && !e; t++) {
+    scan_between<<<B, SCAN_THREADS, 0, r->stream>>>(r->params, r->dof_acts, r->dof_acts + n + 1, B, H, t, ctrl, out,
+                                                    final_only, sx, r->sflags, r->reset_x,
+                                                    r->reset == 2, r->flags, r->warn);
+    e = cudaGetLastError();
+    if (!e && t < H)  // q, qvel, tau, diag in; qacc out; a failure in the instance's error word
+      e = cfd_gpu_launch_abia_scan_each(r->scan, B, sx + 2 * bn, sx + bn, sx + 3 * bn, sx + 4 * bn,
+                                        sx + 5 * bn, r->sflags);
+  }
+  return e;
 }
 
 void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
@@ -472,6 +680,8 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cudaFree(r->param_block);
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
   cudaFree(r->warn);
+  cfd_gpu_free(r->scan);  // (before the stream it borrows)
+  cudaFree(r->sx); cudaFree(r->sflags); cudaFree(r->reset_x); cudaFree(r->dof_acts);
   if (r->start) cudaEventDestroy(r->start);
   if (r->stop) cudaEventDestroy(r->stop);
   if (r->stream) cudaStreamDestroy(r->stream);
@@ -543,6 +753,31 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
     cfd_gpu_rollout_free(r);
     return 1;
   }
+  if (n > WB_MAX_N) {  // long chains: the scan kernel's context, launching on this stream
+    if (cfd_gpu_create(c, device, CFD_GPU_ABIA, &r->scan, err, err_size)) {
+      cfd_gpu_rollout_free(r);
+      return 1;
+    }
+    e = cfd_gpu_use_stream(r->scan, r->stream);
+    int* csr = (int*)malloc(sizeof(int) * (n + 1 + nu));  // the actuators by dof
+    if (!csr) e = cudaErrorMemoryAllocation;
+    if (!e) {
+      for (int i = 0; i <= n; i++) csr[i] = 0;
+      for (int a = 0; a < nu; a++) csr[p->act_dof[a] + 1]++;
+      for (int i = 0; i < n; i++) csr[i + 1] += csr[i];
+      for (int a = 0; a < nu; a++) csr[n + 1 + csr[p->act_dof[a]]++] = a;  // in index order
+      for (int i = n; i > 0; i--) csr[i] = csr[i - 1];  // (each start was moved to its end)
+      csr[0] = 0;
+      e = cudaMalloc(&r->dof_acts, sizeof(int) * (n + 1 + nu));
+      if (!e) e = copy_up(r->dof_acts, csr, sizeof(int) * (n + 1 + nu));
+    }
+    free(csr);
+    if (e) {
+      fail(err, err_size, "setting up the scan kernel", e);
+      cfd_gpu_rollout_free(r);
+      return 1;
+    }
+  }
   *out = r;
   return 0;
 }
@@ -567,7 +802,23 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                r->chain_jf.home_R && (W <= 8 || (long)B * W <= WL_MAX_THREADS);
   bool blocks32 = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n > WL_MAX_N &&
                   n <= WB_MAX_N && r->chain_jf.home_R && B <= WB_MAX_B;
-  if (!world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
+  bool scan = r->scan && cfd_gpu_rollout_scan && B <= SCAN_MAX_B;
+  if (scan && B > r->scan_capacity) {  // the state, reused
+    cudaFree(r->sx);
+    cudaFree(r->sflags);
+    r->sx = NULL;
+    r->sflags = NULL;
+    r->scan_capacity = 0;
+    e = cudaMalloc(&r->sx, sizeof(double) * SCAN_ARRAYS * (size_t)B * n);
+    if (!e) e = cudaMalloc(&r->sflags, sizeof(int) * (1 + SCAN_INFO) * (size_t)B);
+    if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
+    r->scan_capacity = B;
+  }
+  if (scan && !r->reset) {
+    e = scan_reset_dynamics(r);
+    if (e) return fail(err, err_size, "the dynamics at the reset state", e);
+  }
+  if (!scan && !world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
@@ -611,7 +862,11 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
   int groups = LANES_BLOCK / LANES, small = n <= ROLLOUT_LOCAL_MAX_N;
-  if (world) {
+  if (scan) {
+    e = scan_launches(r, B, H, dinit, shared_init, dctrl, dout, final_only);
+    if (e) return fail(err, err_size, "launching the rollout", e);
+    cfd_gpu_rollout_scan_steps += H;
+  } else if (world) {
     launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only);
   } else if (blocks32) {
     rollout_world_blocks_kernel<<<B, 32, 0, r->stream>>>(
