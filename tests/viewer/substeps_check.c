@@ -1,7 +1,9 @@
 // The viewer's substeps (cfv_sim_substeps: a frame's steps through the CPU rollout) against its
 // one-by-one steps (cfv_sim_step: chainfd_step with cpu.fast), from the same start: the same
 // trajectory to rounding, the wave controller's controls included; and no substeps while a force
-// the rollout does not model (a mouse perturbation's xfrc_applied) is applied.
+// the rollout does not model (a mouse perturbation's xfrc_applied) is applied. With --gpu the same
+// for cuda.abia: the GPU rollout's substeps against chainfd_step's with cuda.abia (SKIPPED, 77,
+// without a CUDA device).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,16 +12,20 @@
 
 static int failures = 0;
 
-static void compare(const char* path, int frames, int per_frame) {
+static void compare(const char* path, const char* backend, int frames, int per_frame) {
   char err[1024];
   cfv_sim a, b;
   mjModel* ma = cfv_load(path, err, sizeof err);
   mjModel* mb = cfv_load(path, err, sizeof err);
-  if (!ma || !mb || cfv_sim_init(&a, ma, "cpu.fast", -2 + 2 * (ma->nkey > 0), err, sizeof err) ||
-      cfv_sim_init(&b, mb, "cpu.fast", -2 + 2 * (mb->nkey > 0), err, sizeof err)) {
+  if (!ma || !mb || cfv_sim_init(&a, ma, backend, -2 + 2 * (ma->nkey > 0), err, sizeof err) ||
+      cfv_sim_init(&b, mb, backend, -2 + 2 * (mb->nkey > 0), err, sizeof err)) {
     printf("FAIL %s: %s\n", path, err);
     failures++;
     return;
+  }
+  if (strcmp(cfv_sim_name(&b), backend)) {
+    printf("FAIL %s: the viewer runs %s, not %s\n", path, cfv_sim_name(&b), backend);
+    failures++;
   }
   int fast = 0;
   for (int f = 0; f < frames; f++) {
@@ -34,8 +40,8 @@ static void compare(const char* path, int frames, int per_frame) {
   }
   int ok = fast == frames * per_frame && dq <= 1e-9 && dv <= 1e-9 * scale &&
            a.d->time == b.d->time;
-  printf("%s %s: %d steps, %d through substeps, max |dqpos| %.2e, max |dqvel| %.2e\n",
-         ok ? "ok  " : "FAIL", path, frames * per_frame, fast, dq, dv);
+  printf("%s %s %s: %d steps, %d through substeps, max |dqpos| %.2e, max |dqvel| %.2e\n",
+         ok ? "ok  " : "FAIL", backend, path, frames * per_frame, fast, dq, dv);
   failures += !ok;
 
   // a perturbation: substeps decline and leave the state alone
@@ -50,8 +56,21 @@ static void compare(const char* path, int frames, int per_frame) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; i++) compare(argv[i], 6, 17);
-  if (argc < 2) {
+  int gpu = argc > 1 && !strcmp(argv[1], "--gpu");
+  if (gpu && argc > 2) {  // the viewer offers cuda.abia where a CUDA device computes the model
+    char err[2048];
+    cfv_sim s;
+    mjModel* m = cfv_load(argv[2], err, sizeof err);
+    int found = m && !cfv_sim_init(&s, m, "cpu.fast", -1, err, sizeof err) &&
+                cfv_sim_find(&s, "cuda.abia", err, sizeof err) >= 0;
+    if (m) cfv_sim_free(&s);
+    if (!found && strstr(err, "no CUDA device")) {
+      printf("SKIPPED: no CUDA device\n");
+      return 77;
+    }
+  }
+  for (int i = 1 + gpu; i < argc; i++) compare(argv[i], gpu ? "cuda.abia" : "cpu.fast", 6, 17);
+  if (argc < 2 + gpu) {
     printf("usage: substeps_check MODEL...\n");
     return 2;
   }
