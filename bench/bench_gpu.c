@@ -724,7 +724,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 
 
 // ---- rollouts of one long chain or a few: per step, GPU against mj_step ---------------------------
-// Past 256 links and up to 64 instances each step's dynamics is the scan kernel's (two launches a
+// Past 256 links and up to 1024 instances each step's dynamics is the scan kernel's (two launches a
 // step); the lanes kernel, which takes the links in turn, beside it. MuJoCo's mj_step costs the
 // same at any state of such a chain (a dense mass matrix to factor), so a few steps per core
 // give its per-step time: one core, and all cores with one mjData each.
@@ -767,8 +767,8 @@ static void long_rollouts(const char* spec, const char* label, int cores, double
     all[rep] = (now() - a) / 4 / cores;  // per env-step with every core busy
   }
   double mj_one = median(one, 3), mj_all = median(all, 3);
-  int Bs[3] = {1, 8, 64};
-  for (int bi = 0; bi < 3; bi++) {
+  int Bs[5] = {1, 8, 64, 256, 1024};
+  for (int bi = 0; bi < 5; bi++) {
     int B = Bs[bi];
     double *dinit, *dctrl, *dout;
     cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);

@@ -322,9 +322,9 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
     cfd_gpu_rollout_lanes = 1;
-    // chains past 256 links in batches up to 64: each step's dynamics by the scan kernel (two
+    // chains past 256 links in batches up to 1024: each step's dynamics by the scan kernel (two
     // launches a step); bad states with and without autoreset; two actuators on one joint; then
-    // the lanes on the same chain, and a batch past 64, which the lanes take
+    // the lanes on the same chain, and a batch past 1024, which the lanes take
     const char* long300 = "chain:300,random=1,seed=11,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";
     const char* long1000 = "chain:1000,random=1,seed=12,damping=0.05,armature=0.01,actuators=1";
     long scan_steps = cfd_gpu_rollout_scan_steps;
@@ -334,14 +334,15 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(long300, mjINT_IMPLICITFAST, 7, 12, 0, 1);
     gpu_against_cpu_ex(long300, mjINT_EULER, 7, 8, 0, 2);
     gpu_against_cpu_edit(long300, mjINT_IMPLICITFAST, 3, 12, 0, 0, share_first_joint);
-    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 4 * (20 + 12 + 8 + 12 + 8 + 12),
+    gpu_against_cpu(long300, mjINT_IMPLICITFAST, 300, 4, 0);  // (longer blocks from B = 32)
+    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 4 * (20 + 12 + 8 + 12 + 8 + 12 + 4),
            "the long chains' rollouts took %ld steps by the scan kernel",
            cfd_gpu_rollout_scan_steps - scan_steps);
     scan_steps = cfd_gpu_rollout_scan_steps;
     cfd_gpu_rollout_scan = 0;
     gpu_against_cpu(long300, mjINT_EULER, 9, 12, 0);
     cfd_gpu_rollout_scan = 1;
-    gpu_against_cpu(long300, mjINT_EULER, 65, 4, 0);
+    gpu_against_cpu(long300, mjINT_EULER, 1025, 2, 0);
     EXPECT(cfd_gpu_rollout_scan_steps == scan_steps, "the lanes' rollouts took the scan kernel");
     TEST_EXIT();
   }

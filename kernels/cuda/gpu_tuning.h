@@ -55,7 +55,7 @@ extern int cfd_gpu_rollout_lanes;
 // link-frame lanes' own limits: state in shared memory up to 16 links and B = 8192, in global
 // memory up to B = 4096).
 extern int cfd_gpu_rollout_world;
-// Rollouts of chains past 256 links in batches up to 64: each step's dynamics by the scan kernel
+// Rollouts of chains past 256 links in batches up to 1024: each step's dynamics by the scan kernel
 // (1, the default: abia_scan.cu, two launches a step) or by the lanes (0); the steps so far taken
 // that way (process-wide, for the tests).
 extern int cfd_gpu_rollout_scan;

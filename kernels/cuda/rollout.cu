@@ -5,7 +5,7 @@
 // instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
 // instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
 // with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
-// joint frames, and the knobs in gpu_tuning.h.) Chains past 256 links in batches up to 64: each
+// joint frames, and the knobs in gpu_tuning.h.) Chains past 256 links in batches up to 1024: each
 // step's dynamics by the scan kernel (abia_scan.cu), two launches a step (scan_* below).
 #include <stdlib.h>
 #include <string.h>
@@ -480,7 +480,7 @@ static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const dou
 // term; then, after the dynamics, mj_checkAcc, the reset and the semi-implicit Euler update. The
 // reset state's dynamics is computed once (scan_reset_dynamics) and reused.
 #define SCAN_THREADS 256
-#define SCAN_MAX_B 64
+#define SCAN_MAX_B 1024  // (bench --only rollout_long: the scan 1.6x the lanes at 300 links, 2.5x at 1000)
 
 // Per instance [B][n] each: qpos, qvel, q, tau, diag, qacc; then the ints: the scan kernel's error
 // word (B), and SCAN_INFO per instance (scan_info)
