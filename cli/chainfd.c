@@ -18,7 +18,7 @@ static void usage(FILE* f) {
           "                  ref_err is the error against a high-precision (long-double refined)\n"
           "                  reference, which decides where MuJoCo's own rounding error exceeds T;\n"
           "                  --steps N: also N steps of chainfd_step against mj_step per back end\n"
-          "                  (max |dqpos| within --steps-tol, default 1e-8)\n"
+          "                  (max |dqpos| within --steps-tol, default 1e-8; |dqvel| 100x)\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1,gravity=0,multijoint=1]; default %s\n",
           CFD_DEFAULT_SCENE);

@@ -94,10 +94,14 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
   for (int b = 0; b < cfd_backend_count(); b++) {
     const char* name = cfd_backend_get(b)->name;
     if (strcmp(backend, "all") && strcmp(backend, name)) continue;
+    if (cfd_backend_get(b)->gpu_algorithm >= 0 && cfd_gpu_device_count() == 0) {
+      printf("%s steps SKIPPED: no CUDA device\n", name);
+      continue;
+    }
     cfd_solver* probe = cfd_solver_create(m, name, err, sizeof err);
-    if (!probe) {  // a refusal fails only when that back end was asked for
+    if (!probe) {  // under "all", only CFA may refuse (massless links); an asked one never may
       printf("%s refused: %s\n", name, err);
-      if (strcmp(backend, "all")) failed = 1;
+      if (strcmp(backend, "all") || !strstr(name, ".cfa") || !strstr(err, "singular")) failed = 1;
       continue;
     }
     cfd_solver_free(probe);
@@ -128,7 +132,7 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
         if (!(e <= dqvel)) dqvel = e;
       }
     }
-    int pass = done == steps && dqpos <= tol;
+    int pass = done == steps && dqpos <= tol && dqvel <= 100 * tol;  // qvel: 100x, as the tests
     printf("%s max_abs_dqpos=%.3e max_abs_dqvel=%.3e steps=%d%s\n", name, dqpos, dqvel, done,
            pass ? "" : "  FAIL");
     if (!pass) failed = 1;
@@ -299,8 +303,12 @@ int cfd_cmd_check(int argc, char** argv) {
     const char* name = cfd_gpu_algorithm_name(gpu_algs[a]);
     cfd_gpu* g = NULL;
     double* out = malloc(sizeof(double) * sn);
-    if (cfd_gpu_create(cfd_solver_chain(base), 0, gpu_algs[a], &g, err, sizeof err) ||
-        cfd_gpu_fd(g, states, all_q, all_qd, all_tau, NULL, out, CFD_HOST, err, sizeof err)) {
+    if (cfd_gpu_create(cfd_solver_chain(base), 0, gpu_algs[a], &g, err, sizeof err)) {
+      // as on the CPU: only CFA may refuse (a singular link), and only under "all"
+      int refusal = all && gpu_algs[a] == CFD_GPU_CFA && strstr(err, "singular");
+      printf("%s %s: %s\n", name, refusal ? "refused" : "error", err);
+      if (!refusal) failed = 1;
+    } else if (cfd_gpu_fd(g, states, all_q, all_qd, all_tau, NULL, out, CFD_HOST, err, sizeof err)) {
       printf("%s error: %s\n", name, err);
       failed = 1;
     } else {

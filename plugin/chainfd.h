@@ -76,6 +76,10 @@ CHAINFD_API int chainfd_step(const mjModel* m, mjData* d);
 // The message of the last failed call in this thread ("" when none).
 CHAINFD_API const char* chainfd_last_error(void);
 
+// How many CUDA devices chainfd's GPU back ends can use here: 0 in a build without CUDA or on a
+// machine without a device (device=auto then runs on the CPU).
+CHAINFD_API int chainfd_gpu_count(void);
+
 typedef struct chainfd_stats {
   long long steps_chainfd;     // steps and forwards computed by chainfd
   long long steps_mujoco;      // steps and forwards handed to MuJoCo (fallback=mujoco)

@@ -24,6 +24,7 @@
 #include "auto.h"
 #include "backend.h"
 #include "chainfd.h"
+#include "chainfd_batch.h"
 #include "config.h"
 
 #define MSG_SIZE 640
@@ -33,6 +34,8 @@
 static _Thread_local char last_error[MSG_SIZE];
 
 const char* chainfd_last_error(void) { return last_error; }
+
+int chainfd_gpu_count(void) { return cfd_gpu_device_count(); }
 
 void cfd_set_last_error(const char* fmt, ...) {
   va_list ap;

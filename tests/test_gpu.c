@@ -12,27 +12,39 @@
 #include "backend.h"
 #include "chain_gen.h"
 #include "chainfd_batch.h"
+#include "cfa_blocks.h"
 #include "gpu_tuning.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
+
+// What cuda.cfa must do with a case: solve it; solve its batches of 1 and 7 states and solve or
+// refuse its batch of 1000 (among 1000 random states of 1024 links some are too ill-conditioned
+// for its refinement, and the batch is refused as a whole); solve or refuse any batch (random
+// states of 4096 links); or refuse the model (a link with a singular spatial inertia). Where its
+// refinement does not converge it must refuse, never return an inaccurate answer.
+enum { CFA_SOLVES, CFA_SMALL_BATCHES, CFA_MAY_NOT_CONVERGE, CFA_REFUSES };
 
 typedef struct {
   const char* model;
   int batches[3];
   double tol;
   int tile;  // > 0: a chain of this many links repeating the model's links
+  int cfa;
 } gpu_case;
 
 static const gpu_case cases[] = {
-    {CHAINFD_SCENES_DIR "/arm7.xml", {1, 7, 1000}, 1e-10, 0},
-    {CHAINFD_SCENES_DIR "/double_pendulum.xml", {1, 7, 1000}, 1e-10, 0},
-    {"chain:10,random=1,seed=31,armature=0.05", {1, 7, 1000}, 1e-10, 0},
-    {"chain:33,random=1,seed=32,slide=0.3,armature=0.02", {1, 7, 1000}, 1e-10, 0},
-    {"chain:200,random=1,seed=33,armature=0.01", {1, 7, 1000}, 1e-10, 0},
-    {"chain:200,random=1,seed=34,slide=0.2", {1, 7, 0}, 1e-10, 0},
-    {"chain:1000,random=1,seed=35,armature=0.01", {1, 7, 0}, 1e-9, 1024},
-    {"chain:1000,random=1,seed=36,armature=0.01", {1, 3, 0}, 1e-8, 4096},
+    {CHAINFD_SCENES_DIR "/arm7.xml", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
+    {CHAINFD_SCENES_DIR "/double_pendulum.xml", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
+    {CHAINFD_SCENES_DIR "/slide_hinge.xml", {1, 7, 1000}, 1e-10, 0, CFA_REFUSES},
+    {"chain:10,random=1,seed=31,armature=0.05", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
+    {"chain:33,random=1,seed=32,slide=0.3,armature=0.02", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
+    {"chain:200,random=1,seed=33,armature=0.01", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
+    {"chain:200,random=1,seed=34,slide=0.2", {1, 7, 0}, 1e-10, 0, CFA_SOLVES},
+    {"chain:1000,random=1,seed=35,armature=0.01", {1, 7, 1000}, 1e-9, 1024, CFA_SMALL_BATCHES},
+    {"chain:1000,random=1,seed=36,armature=0.01", {1, 3, 0}, 1e-8, 4096, CFA_MAY_NOT_CONVERGE},
+    // a uniform chain of 4096 links, where CFA converges (measured 1e-9 on its CPU twin)
+    {"chain:10,armature=0.05", {1, 7, 0}, 1e-8, 4096, CFA_SOLVES},
 };
 
 static void fill_random(cfd_rng* r, double* x, int count, double lo, double hi) {
@@ -106,8 +118,14 @@ static void test_case(const gpu_case* tc) {
       if (alg == CFD_GPU_JSIIA && n > 2048 && with_extra) continue;  // n^2 memory: once is enough
       if (alg == CFD_GPU_ABIA_F32 && tc->tile) continue;  // float32 promises no digits there
       cfd_gpu* g;
-      if (cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err)) {
-        EXPECT(0, "%s %s: %s", tc->model, cfd_gpu_algorithm_name(alg), err);
+      int refuse = alg == CFD_GPU_CFA && tc->cfa == CFA_REFUSES;
+      int st = cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err);
+      if (refuse) printf("%-44s n=%-5d %-10s refused: %s\n", tc->model, n,
+                         cfd_gpu_algorithm_name(alg), st ? err : "(not refused)");
+      EXPECT(!st == !refuse && (!refuse || strstr(err, "singular")), "%s %s: %s", tc->model,
+             cfd_gpu_algorithm_name(alg), st ? err : "a singular link must be refused");
+      if (st || refuse) {
+        if (!st) cfd_gpu_free(g);
         continue;
       }
       for (int k = 0; k < 3; k++) {
@@ -116,13 +134,13 @@ static void test_case(const gpu_case* tc) {
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
         int timed = k == 1;  // the kernels' timing events on the middle batch only (off by default)
         cfd_gpu_time_kernels(g, timed);
-        int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+        st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
         double ms = cfd_gpu_last_kernel_ms(g);
         EXPECT(st || (timed ? ms > 0 : ms == 0), "%s %s B=%d: kernel time %g ms, timed %d",
                tc->model, cfd_gpu_algorithm_name(alg), B, ms, timed);
-        // On chains of thousands of links, CFA may refuse (its refinement does not converge
-        // on crumpled random states); it must never return an inaccurate answer instead.
-        if (st && alg == CFD_GPU_CFA && n > 2048 && strstr(err, "did not converge")) {
+        int may_not_converge = alg == CFD_GPU_CFA && (tc->cfa == CFA_MAY_NOT_CONVERGE ||
+                                                      (tc->cfa == CFA_SMALL_BATCHES && B > 7));
+        if (st && may_not_converge && strstr(err, "did not converge")) {
           printf("%-44s n=%-5d %-10s B=%-5d diag=%d refused: %s\n", tc->model, n,
                  cfd_gpu_algorithm_name(alg), B, with_extra, err);
           continue;
@@ -145,7 +163,13 @@ static void test_case(const gpu_case* tc) {
         // (short chains); on long random chains float32 ABA has no correct digits to promise
         // f32: measured on the H100 up to 2.9e-4 (random states, 200 links), 1.7e-4 at 33 links
         double tol = alg == CFD_GPU_ABIA_F32 ? 1e-3 : tc->tol;
+        // CFA accepts its refinement's result within CFD_CFA_ACCEPT (1e-8, cfa_blocks.h), the
+        // issue's bound for long chains; past 200 links that is its bound (measured 2.9e-9 at
+        // 1024 links, B = 1000)
+        if (alg == CFD_GPU_CFA && n > 200 && tol < CFD_CFA_ACCEPT) tol = CFD_CFA_ACCEPT;
         EXPECT(e <= tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B, e, tol);
+        EXPECT(et <= tol, "%s %s B=%d: against its CPU twin %.3e > %.1e", tc->model,
+               cfd_gpu_algorithm_name(alg), B, et, tol);
         if (B > 7) continue;
         // the same states in two halves (cuda.cfa: two launches, the second once tau is given)
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
@@ -153,7 +177,7 @@ static void test_case(const gpu_case* tc) {
         EXPECT(st == 0, "%s %s B=%d begin: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
         if (st) continue;
         st = cfd_gpu_fd_finish(g, tau, got, err, sizeof err);
-        if (st && alg == CFD_GPU_CFA && n > 2048 && strstr(err, "did not converge")) continue;
+        if (st && may_not_converge && strstr(err, "did not converge")) continue;
         EXPECT(st == 0, "%s %s B=%d finish: %s", tc->model, cfd_gpu_algorithm_name(alg), B, err);
         double es = 0;
         for (int b = 0; b < B; b++) {
@@ -209,6 +233,9 @@ static void test_abia_variants(int quick) {
                           "chain:33,random=1,seed=41,armature=0.02",
                           "chain:64,random=1,seed=45,slide=0.2,armature=0.01",
                           "chain:200,random=1,seed=42,slide=0.2"};
+  // how often each kind ran as asked (a forced kind that cannot run on a chain is replaced: each
+  // must run on at least one of these chains, or it would go untested)
+  int ran_as_asked[sizeof kinds / sizeof kinds[0]] = {0};
   for (int k = 0; k < (int)(sizeof models / sizeof models[0]); k++) {
     char err[1024];
     cfd_chain c, cj;
@@ -228,23 +255,30 @@ static void test_abia_variants(int quick) {
       cfd_gpu_abia_variant = kinds[v].v;
       cfd_gpu_lanes_xch = kinds[v].xch;
       for (int i = 0; i < B * n; i++) got[i] = NAN;
+      cfd_gpu_abia_ran = 0;
       int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+      int ran = cfd_gpu_abia_ran;
       cfd_gpu_abia_variant = 0;
       cfd_gpu_lanes_xch = 1;
       EXPECT(st == 0, "%s %s: %s", models[k], kinds[v].name, err);
+      ran_as_asked[v] += ran == kinds[v].v;
       double e = 0;
       for (int b = 0; b < B; b++) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
         if (!(eb <= e)) e = eb;
       }
-      printf("%-44s n=%-4d cuda.abia[%s] B=%d max_rel_err=%.2e\n", models[k], n, kinds[v].name,
-             B, e);
+      char as[32] = "";
+      if (ran != kinds[v].v) snprintf(as, sizeof as, " (ran as %d)", ran);
+      printf("%-44s n=%-4d cuda.abia[%s]%s B=%d max_rel_err=%.2e\n", models[k], n, kinds[v].name,
+             as, B, e);
       EXPECT(e <= 1e-10, "%s cuda.abia[%s]: %.3e", models[k], kinds[v].name, e);
     }
     cfd_gpu_free(g);
     free(q);
     cfd_chain_free(&c);
   }
+  for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]); v++)
+    EXPECT(ran_as_asked[v] > 0, "cuda.abia[%s] ran on none of the chains", kinds[v].name);
 }
 
 // A chain whose last link has no inertia and no armature: its pivot d is zero, and every ABIA
@@ -377,11 +411,14 @@ static void test_abia_split_paths(void) {
 // links: against the reference, and against its CPU twin (cfd_fd_abia_scan_cpu, the same blocks
 // and scans) on the first state.
 static void test_abia_scan(int quick) {
-  static const struct { const char* model; int tile; double tol; } chains[] = {
-      {"chain:120,random=1,seed=47,slide=0.2,multijoint=1,armature=0.02", 0, 1e-10},
-      {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9},
-      {"chain:1000,random=1,seed=49,armature=0.01", 4096, 1e-8},
-      {"chain:1000,random=1,seed=50,armature=0.01", 16384, 1e-8}};
+  // tol: against the reference; twin_tol: against the CPU twin with the same blocks, apart by
+  // rounding only (fused multiply-adds). Measured on the H100: 4e-14 at 144 links, 1.2e-10 at
+  // 1024 (blocks of 5), 9e-11 at 16,384; the bounds leave about 4x.
+  static const struct { const char* model; int tile; double tol, twin_tol; } chains[] = {
+      {"chain:120,random=1,seed=47,slide=0.2,multijoint=1,armature=0.02", 0, 1e-10, 1e-11},
+      {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9, 5e-10},
+      {"chain:1000,random=1,seed=49,armature=0.01", 4096, 1e-8, 1e-9},
+      {"chain:1000,random=1,seed=50,armature=0.01", 16384, 1e-8, 1e-9}};
   // (links per block, batch, groups per thread block): 0 the kernel's choice; 40 chains take its
   // batch layout (longer blocks from 32 chains on: 8 at 144 links, 32 at 1024); the next two
   // alternate the two layouts, which the kernel keeps both of (the second finds its partition
@@ -421,6 +458,7 @@ static void test_abia_scan(int quick) {
       double es = -1;
       if (!st && B <= 64) {
         double* two = malloc(sizeof(double) * B * n);
+        for (int i = 0; i < B * n; i++) two[i] = NAN;  // a state never written shows as NaN
         EXPECT(cfd_gpu_abia_split_kind(g, B) == 2, "%s: a split call of B=%d must take the scans",
                chains[k].model, B);
         int ss = cfd_gpu_fd_begin(g, B, q, qd, ex, err, sizeof err);
@@ -453,10 +491,8 @@ static void test_abia_scan(int quick) {
              "twin_err=%.2e split_err=%.2e kernel=%.3f ms\n", chains[k].model, n, Lt, runs[j][2],
              B, e, et, es, ms);
       EXPECT(e <= chains[k].tol, "%s scan, blocks of %d: %.3e", chains[k].model, Lt, e);
-      // the same blocks and scans on both: apart by rounding only (fused multiply-adds; measured
-      // 4e-14 at 144 links, 9e-11 at 16,384)
-      EXPECT(ts == 0 && et <= chains[k].tol / 10, "%s scan vs its CPU twin: status %d, %.3e",
-             chains[k].model, ts, et);
+      EXPECT(ts == 0 && et <= chains[k].twin_tol, "%s scan vs its CPU twin: status %d, %.3e > %.0e",
+             chains[k].model, ts, et, chains[k].twin_tol);
     }
     cfd_gpu_free(g);
     free(q);

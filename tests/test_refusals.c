@@ -36,6 +36,9 @@ int main(void) {
   expect_refused("two_chains.xml", (const char*[]){"'second'", "the world", "'first'", NULL});
   expect_refused("tendon_armature.xml", (const char*[]){"'coupler'", "armature", NULL});
   expect_refused("no_joints.xml", (const char*[]){"no joints", NULL});
+  expect_refused("actuator_armature.xml", (const char*[]){"'drive'", "armature", NULL});
+  expect_refused("flex.xml", (const char*[]){"'strip'", "flex", NULL});
+  expect_refused("mocap_base.xml", (const char*[]){"'a'", "mocap", NULL});
 
   // A body with two joints: exact for ABIA/JSIIA/fast (an inner massless link), refused by CFA.
   mjModel* m = load("multi_joint.xml");

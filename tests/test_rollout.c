@@ -53,8 +53,9 @@ static void plant_bad(int B, int H, int n, int nu, double* init, double* ctrl) {
   }
 }
 
-// B random starts and controls, H steps: chainfd_rollout (device) against mj_step, state by state
-static void against_mujoco(const char* spec, int integrator, int B, int H, double tol) {
+// B random starts and controls, H steps: chainfd_rollout on device (CHAINFD_CPU: the host)
+// against mj_step, state by state
+static void against_mujoco_on(const char* spec, int integrator, int B, int H, double tol, int device) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   EXPECT(m != NULL, "%s: %s", spec, err);
@@ -62,7 +63,7 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
   m->opt.integrator = integrator;
   int n = m->nv, nu = m->nu;
   chainfd_rollout* r;
-  EXPECT(chainfd_rollout_create(m, -1, &r, err, sizeof err) == 0, "%s: %s", spec, err);
+  EXPECT(chainfd_rollout_create(m, device, &r, err, sizeof err) == 0, "%s: %s", spec, err);
   mjData* d = mj_makeData(m);
   double* init = malloc(sizeof(double) * B * 2 * n);
   double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
@@ -83,13 +84,21 @@ static void against_mujoco(const char* spec, int integrator, int B, int H, doubl
       worst_vel = fmax(worst_vel, max_abs_diff(x + n, mj + n, n));
     }
   }
-  printf("%-60s %-12s B=%d H=%d max_abs_dqpos=%.2e max_abs_dqvel=%.2e\n", spec,
-         integrator == mjINT_EULER ? "Euler" : "implicitfast", B, H, worst_pos, worst_vel);
+  printf("%-60s %-12s %s B=%d H=%d max_abs_dqpos=%.2e max_abs_dqvel=%.2e\n", spec,
+         integrator == mjINT_EULER ? "Euler" : "implicitfast", device == CHAINFD_CPU ? "CPU" : "GPU",
+         B, H, worst_pos, worst_vel);
   EXPECT(worst_pos <= tol, "%s: qpos differs by %.3e", spec, worst_pos);
+  // qvel: within 100x qpos's bound, as test_step_trajectories bounds it (rounding in qacc reaches
+  // qvel as h qacc, qpos as h^2 qacc)
+  EXPECT(worst_vel <= 100 * tol, "%s: qvel differs by %.3e", spec, worst_vel);
   chainfd_rollout_free(r);
   free(init); free(ctrl); free(out); free(mj);
   mj_deleteData(d);
   mj_deleteModel(m);
+}
+
+static void against_mujoco(const char* spec, int integrator, int B, int H, double tol) {
+  against_mujoco_on(spec, integrator, B, H, tol, CHAINFD_CPU);
 }
 
 // the GPU rollout against the CPU rollout, with shared and distinct starts, every step or final
@@ -322,6 +331,8 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
     cfd_gpu_rollout_lanes = 1;
+    // the lanes' rollout of the arm against mj_step itself
+    against_mujoco_on(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9, 0);
     // chains past 256 links in batches up to 1024: each step's dynamics by the scan kernel (two
     // launches a step); bad states with and without autoreset; two actuators on one joint; then
     // the lanes on the same chain, and a batch past 1024, which the lanes take
@@ -344,8 +355,17 @@ int main(int argc, char** argv) {
     cfd_gpu_rollout_scan = 1;
     gpu_against_cpu(long300, mjINT_EULER, 1025, 2, 0);
     EXPECT(cfd_gpu_rollout_scan_steps == scan_steps, "the lanes' rollouts took the scan kernel");
+    // the scan kernel's rollouts against mj_step itself (the CPU rollout measured 1.5e-11 and
+    // 8.7e-11 in qpos, 5.8e-10 and 1.2e-8 in qvel)
+    against_mujoco_on(long300, mjINT_IMPLICITFAST, 2, 20, 1e-9, 0);
+    against_mujoco_on(long1000, mjINT_EULER, 1, 8, 1e-9, 0);
+    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 20 + 8, "the rollouts against mj_step took "
+           "%ld steps by the scan kernel", cfd_gpu_rollout_scan_steps - scan_steps);
     TEST_EXIT();
   }
+  // a long chain (measured 1.5e-11 in qpos, 5.8e-10 in qvel)
+  against_mujoco("chain:300,random=1,seed=11,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
+                 mjINT_IMPLICITFAST, 2, 20, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9);
   against_mujoco(CHAINFD_TEST_MODELS "/shared_joint_actuators.xml", mjINT_IMPLICITFAST, 3, 100, 1e-9);

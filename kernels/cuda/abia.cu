@@ -281,6 +281,7 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
 }
 
 int cfd_gpu_abia_variant = 0;  // as gpu_tuning.h says: 0 chosen by (n, B), else 1 ... 10
+int cfd_gpu_abia_ran = 0;
 
 // The kernel for B states of g's chain (gpu_tuning.h's numbering).
 // Longer chains, one or a few hundred: scans over blocks of links (abia_scan.cu), up to 16
@@ -358,6 +359,7 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
   int blocks = (B + ABIA_THREADS - 1) / ABIA_THREADS;
   int* error = cfd_gpu_error_flag(g);
   int variant = abia_variant(g, B);
+  cfd_gpu_abia_ran = variant;
   if (variant == 10) return cfd_gpu_launch_abia_scan(g, B, q, qd, tau, extra, qacc, error, ABS_WHOLE);
   if (variant == 9)
     abia_world_warps_kernel<<<B, 32 * ((g->n + 31) / 32), 0, g->stream>>>(

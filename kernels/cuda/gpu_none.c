@@ -14,6 +14,7 @@ long cfd_gpu_rollout_scan_steps = 0;
 int cfd_gpu_lanes_xch = 1;
 int cfd_gpu_cfa_profile = 0;
 int cfd_gpu_abia_variant = 0;
+int cfd_gpu_abia_ran = 0;
 int cfd_gpu_split_resident = 1;
 int cfd_gpu_abia_scan_links = 0;
 int cfd_gpu_abia_scan_profile = 0;

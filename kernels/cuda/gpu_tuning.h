@@ -24,8 +24,10 @@ int cfd_gpu_cfa_phases(double* us, int max);
 // blocks of links, a cluster of up to 16 thread blocks per instance (abia_scan.cu). The choice
 // (0) takes 10 where it would take 9 for more than 128 links. A split call keeps 9's resident
 // kernel where 9 runs (up to 256 links); past that it runs 10 in two launches
-// (cfd_gpu_abia_split_kind).
+// (cfd_gpu_abia_split_kind). A variant forced where it cannot run (a chain too long or without
+// joint frames) is replaced as above; cfd_gpu_abia_ran says which kernel the last batch launch ran.
 extern int cfd_gpu_abia_variant;
+extern int cfd_gpu_abia_ran;
 // The scan kernel's links per block (0: 2 for one instance, about n / 128 (2 to 8) from 2, n / 32
 // (8 to 32) from 32; raised so that there are at most 256 blocks, 512 past 4096 links).
 // cfd_gpu_abia_scan_chosen: the last launch's.
