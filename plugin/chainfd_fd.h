@@ -6,6 +6,8 @@
 //
 // qacc = (M + armature)^-1 (qfrc - bias) for each state, qfrc being the total joint force
 // (passive + actuator + applied, as MuJoCo sums it). Host arrays; a GPU back end moves them itself.
+// Every call returns 0, or 1 with the reason in err (a batch size below 1, a NaN or Inf in any
+// state, named, a state a back end cannot solve, a CUDA error) and qacc untouched.
 #ifndef CHAINFD_FD_H
 #define CHAINFD_FD_H
 

@@ -1,4 +1,5 @@
 // chainfd_fd: batched forward dynamics over the back-end table (CPU: state by state; GPU: one batch).
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@ struct chainfd_fd {
   cfd_gpu* gpu;
   int nq, nv;
   double* q;           // B x nv: qpos - qpos0 in link order (links are dofs, one qpos each)
+  double* out;         // B x nv: the CPU back ends' qacc, copied out once every state is solved
   int capacity;
 };
 
@@ -22,6 +24,7 @@ void chainfd_fd_free(chainfd_fd* f) {
   cfd_gpu_free(f->gpu);
   cfd_solver_free(f->solver);
   free(f->q);
+  free(f->out);
   free(f);
 }
 
@@ -51,9 +54,11 @@ int chainfd_fd_create(const mjModel* m, const char* backend, int device, int typ
     chainfd_fd_free(f);
     return 1;
   }
+  // (cfd_backend_supports first: its refusal names the joint and body)
   if (b->gpu_algorithm >= 0 &&
-      cfd_gpu_create(cfd_solver_chain(f->solver), device, (cfd_gpu_algorithm)b->gpu_algorithm,
-                     &f->gpu, err, err_size)) {
+      (cfd_backend_supports(b, m, cfd_solver_chain(f->solver), err, err_size) ||
+       cfd_gpu_create(cfd_solver_chain(f->solver), device, (cfd_gpu_algorithm)b->gpu_algorithm,
+                      &f->gpu, err, err_size))) {
     chainfd_fd_free(f);
     return 1;
   }
@@ -63,6 +68,17 @@ int chainfd_fd_create(const mjModel* m, const char* backend, int device, int typ
 
 const char* chainfd_fd_backend(const chainfd_fd* f) { return f->backend->name; }
 
+// The first NaN or Inf in x ([B][width]), named; 0 when there is none.
+static int find_nonfinite(const double* x, int B, int width, const char* name, char* err,
+                          int err_size) {
+  for (size_t k = 0; k < (size_t)B * width; k++)
+    if (!isfinite(x[k])) {
+      snprintf(err, err_size, "state %zu: %s[%zu] is %g", k / width, name, k % width, x[k]);
+      return 1;
+    }
+  return 0;
+}
+
 int chainfd_fd_run(chainfd_fd* f, int B, const double* qpos, const double* qvel,
                    const double* qfrc, double* qacc, char* err, int err_size) {
   if (B < 1) {
@@ -71,12 +87,19 @@ int chainfd_fd_run(chainfd_fd* f, int B, const double* qpos, const double* qvel,
   }
   const cfd_chain* c = cfd_solver_chain(f->solver);
   int n = f->nv;
+  // checked here for every back end (the GPU kernels would return NaN qacc for such a state)
+  if (find_nonfinite(qpos, B, f->nq, "qpos", err, err_size) ||
+      find_nonfinite(qvel, B, n, "qvel", err, err_size) ||
+      find_nonfinite(qfrc, B, n, "qfrc", err, err_size))
+    return 1;
   if (B > f->capacity) {
     free(f->q);
+    free(f->out);
     f->q = malloc(sizeof(double) * (size_t)B * n);
-    f->capacity = f->q ? B : 0;
-    if (!f->q) {
-      snprintf(err, err_size, "out of memory for %d states", B);
+    f->out = f->gpu ? NULL : malloc(sizeof(double) * (size_t)B * n);
+    f->capacity = f->q && (f->gpu || f->out) ? B : 0;
+    if (!f->capacity) {
+      snprintf(err, err_size, "out of host memory for %d states", B);
       return 1;
     }
   }
@@ -84,11 +107,12 @@ int chainfd_fd_run(chainfd_fd* f, int B, const double* qpos, const double* qvel,
     for (int i = 0; i < n; i++) f->q[b * n + i] = qpos[b * f->nq + c->qpos[i]] - c->qpos0[i];
   if (f->gpu) return cfd_gpu_fd(f->gpu, B, f->q, qvel, qfrc, NULL, qacc, CFD_HOST, err, err_size);
   for (size_t b = 0; b < (size_t)B; b++) {
-    int st = cfd_solver_fd(f->solver, f->q + b * n, qvel + b * n, qfrc + b * n, NULL, qacc + b * n);
+    int st = cfd_solver_fd(f->solver, f->q + b * n, qvel + b * n, qfrc + b * n, NULL, f->out + b * n);
     if (st) {
       snprintf(err, err_size, "%s, state %zu: %s", f->backend->name, b, cfd_status_str(st));
       return 1;
     }
   }
+  memcpy(qacc, f->out, sizeof(double) * (size_t)B * n);
   return 0;
 }

@@ -1,4 +1,6 @@
-"""The Python bindings of the batched forward dynamics and the rollout, against MuJoCo itself."""
+"""The Python bindings of the batched forward dynamics and the rollout, against MuJoCo itself.
+
+--gpu: the same on CUDA device 0 (exit 77, SKIPPED, where chainfd has no CUDA device)."""
 import os
 import sys
 
@@ -12,7 +14,7 @@ from chainfd.rollout import Rollout
 SCENES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenes")
 
 
-def test_forward_dynamics(model, backend):
+def test_forward_dynamics(model, backend, device=-1):
     model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     rng = np.random.default_rng(1)
     data = mujoco.MjData(model)
@@ -26,15 +28,15 @@ def test_forward_dynamics(model, backend):
         mujoco.mj_forward(model, data)
         qfrc[b] = data.qfrc_passive + data.qfrc_actuator + data.qfrc_applied
         ref[b] = data.qacc
-    fd = ForwardDynamics(model, backend, device=-1)
+    fd = ForwardDynamics(model, backend, device=device)
     got = fd(qpos, qvel, qfrc)
     err = np.abs(got - ref).max() / np.abs(ref).max()
     print(f"ForwardDynamics {fd.backend}: max_rel_err {err:.2e} over {B} states")
     assert err < 1e-10, err
 
 
-def test_rollout(model):
-    r = Rollout(model, device=-1)
+def test_rollout(model, device=-1):
+    r = Rollout(model, device=device)
     data = mujoco.MjData(model)
     rng = np.random.default_rng(2)
     ctrl = rng.uniform(-1, 1, (3, 50, model.nu))
@@ -60,9 +62,9 @@ def test_rollout(model):
     assert not r.warnings().any() and r.total_warnings() == 0
 
 
-def test_rollout_bad_state(model):
+def test_rollout_bad_state(model, device=-1):
     """A NaN start in one instance: mj_step's warning and reset there, the others untouched."""
-    r = Rollout(model, device=-1)
+    r = Rollout(model, device=device)
     data = mujoco.MjData(model)
     rng = np.random.default_rng(3)
     init = np.tile(r.state(data), (3, 1)) + rng.uniform(-0.5, 0.5, (3, model.nq + model.nv))
@@ -86,10 +88,17 @@ def test_rollout_bad_state(model):
 
 if __name__ == "__main__":
     chainfd.load()
+    gpu = "--gpu" in sys.argv[1:]
+    if gpu and chainfd.gpu_count() == 0:
+        print("SKIPPED: no CUDA device")
+        sys.exit(77)
+    device = 0 if gpu else -1
     arm = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml"))
-    for backend in ("cpu.fast", "cpu.abia", "cpu.jsiia", "cpu.cfa", "auto"):
-        test_forward_dynamics(arm, backend)
-    test_rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")))
-    test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")))
+    backends = ("cuda.abia", "cuda.jsiia", "cuda.cfa") if gpu else (
+        "cpu.fast", "cpu.abia", "cpu.jsiia", "cpu.cfa")
+    for backend in backends + ("auto",):
+        test_forward_dynamics(arm, backend, device)
+    test_rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
+    test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
     print("all checks passed")
     sys.exit(0)

@@ -17,7 +17,7 @@ import ctypes
 import os
 import threading
 
-__all__ = ["ChainfdError", "plugin_path", "load", "step", "forward", "stats"]
+__all__ = ["ChainfdError", "plugin_path", "load", "step", "forward", "stats", "gpu_count"]
 
 _LIBRARY_NAME = "libchainfd_plugin.so"
 _lock = threading.Lock()
@@ -86,6 +86,8 @@ def load(path=None):
         lib.chainfd_last_error.restype = ctypes.c_char_p
         lib.chainfd_get_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(_Stats)]
         lib.chainfd_get_stats.restype = ctypes.c_int
+        lib.chainfd_gpu_count.argtypes = []
+        lib.chainfd_gpu_count.restype = ctypes.c_int
         _lib = lib
         return path
 
@@ -128,3 +130,9 @@ def stats(model, data):
         "backend": (out.backend or b"").decode(),
         "last_fallback": (out.last_fallback or b"").decode("utf-8", "replace"),
     }
+
+
+def gpu_count():
+    """How many CUDA devices chainfd's GPU back ends can use here (0 in a build without CUDA or
+    on a machine without a device)."""
+    return _library().chainfd_gpu_count()
