@@ -143,6 +143,13 @@ int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const doubl
 // benchmarks. Returns 0, or CFD_ERR_ALLOC.
 int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out);
 
+// A chain of n links that keeps base's link 0 (hanging from the world) and repeats its links
+// 1 .. base->n - 1 after it, in order (link i > 0 is base's link 1 + (i - 1) mod (base->n - 1)):
+// each repeat hangs from the last link of the one before as link 1 hangs from link 0, so a chain
+// whose links 1 .. n-1 are alike grows longer as MuJoCo would build it. body, jnt, dof, qpos and
+// qpos0 name the base link repeated. Needs base->n >= 2; returns 0, or CFD_ERR_ALLOC.
+int cfd_chain_extend(const cfd_chain* base, int n, cfd_chain* out);
+
 // 0 when every entry of x[0..n) is finite
 int cfd_check_finite(const double* x, int n);
 

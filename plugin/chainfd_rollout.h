@@ -50,6 +50,25 @@ CHAINFD_API void chainfd_rollout_free(chainfd_rollout* r);
 CHAINFD_API int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
+// Chains longer than MuJoCo compiles (MuJoCo 4.0.0 stops at body-tree depth 1023): m's chain
+// extended to `links` links, link 0 kept (it hangs from the world) and links 1 .. n-1 repeated
+// after it in order, each repeat hanging from the one before as link 1 hangs from link 0, with
+// their joints' springs, damping and armature (a chain whose links 1 .. n-1 are alike grows as
+// MuJoCo would build it longer). The state is x = [qpos (links); qvel (links)], link i's entry
+// being a value of the model joint it repeats (chainfd_rollout_link_dof); the steps are those of
+// chainfd_rollout_create's rollouts. m takes no actuators here (the repeats would need controls
+// of their own) and needs at least 2 links.
+CHAINFD_API int chainfd_rollout_create_extended(const mjModel* m, int links, int device,
+                                                chainfd_rollout** out, char* err, int err_size);
+// The rollout's links: its state is [qpos (links); qvel (links)].
+CHAINFD_API int chainfd_rollout_links(const chainfd_rollout* r);
+// The model dof (qvel index) that link `link` repeats (itself in a chain that is not extended);
+// -1 outside 0 .. links - 1.
+CHAINFD_API int chainfd_rollout_link_dof(const chainfd_rollout* r, int link);
+// The links' world poses at positions qpos (links): xpos [links][3] and xmat [links][9]
+// (row-major), as MuJoCo's d->xpos, d->xmat of the link bodies (for drawing, or a cost on the tip).
+CHAINFD_API void chainfd_rollout_link_poses(const chainfd_rollout* r, const double* qpos,
+                                            double* xpos, double* xmat);
 // The rollout state x = [qpos; qvel] of d, and back.
 CHAINFD_API void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
 CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);

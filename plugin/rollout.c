@@ -125,15 +125,51 @@ void chainfd_rollout_free(chainfd_rollout* r) {
   free(r);
 }
 
-int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
-                           int err_size) {
+// Replaces r's chain and per-dof parameters (n of them, nu = 0) by those of the chain extended to
+// `links` links (cfd_chain_extend).
+static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
+  cfd_chain ext;
+  double* data = calloc(4 * (size_t)links + 1, sizeof(double));
+  double* work = malloc(sizeof(double) * cfd_rollout_doubles(links, 0));
+  if (!data || !work || cfd_chain_extend(&r->chain, links, &ext)) {
+    free(data);
+    free(work);
+    return refuse(err, err_size, "out of memory for a chain of %d links", links);
+  }
+  cfd_rollout_params* p = &r->params;
+  const double* from[4] = {p->qpos0, p->stiffness, p->springref, p->damping};
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < links; i++) data[(size_t)k * links + i] = from[k][i ? 1 + (i - 1) % (r->n - 1) : 0];
+  p->n = r->n = links;
+  p->qpos0 = data;
+  p->stiffness = data + links;
+  p->springref = data + 2 * (size_t)links;
+  p->damping = data + 3 * (size_t)links;
+  cfd_chain_free(&r->chain);
+  r->chain = ext;
+  free(r->param_data);
+  r->param_data = data;
+  free(r->work);
+  r->work = work;
+  return 0;
+}
+
+static int create(const mjModel* m, int links, int device, chainfd_rollout** out, char* err,
+                  int err_size) {
   *out = NULL;
   if (check_model(m, err, err_size)) return 1;
+  if (links > 0 && m->nu > 0)
+    return refuse(err, err_size, "actuator '%s': an extended chain takes no actuators (its repeats "
+                  "would need controls of their own)", name(m, mjOBJ_ACTUATOR, 0));
   chainfd_rollout* r = calloc(1, sizeof(*r));
   if (!r) return refuse(err, err_size, "out of memory");
   if (cfd_chain_from_model(m, &r->chain, err, err_size)) {
     free(r);
     return 1;
+  }
+  if (links > 0 && r->chain.n < 2) {
+    chainfd_rollout_free(r);
+    return refuse(err, err_size, "extending a chain takes at least two links to repeat from");
   }
   int n = r->chain.n, nu = m->nu;
   r->n = n;
@@ -202,6 +238,10 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
   p->bias = bias;
   p->ctrlrange = ctrlrange;
   p->forcerange = forcerange;
+  if (links > 0 && extend(r, links, err, err_size)) {
+    chainfd_rollout_free(r);
+    return 1;
+  }
   int first = device, count = device >= 0 ? 1 : 0;
   if (device == CHAINFD_ALL_GPUS) {
     first = 0;
@@ -222,6 +262,40 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
     }
   *out = r;
   return 0;
+}
+
+int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, char* err,
+                           int err_size) {
+  return create(m, 0, device, out, err, err_size);
+}
+
+int chainfd_rollout_create_extended(const mjModel* m, int links, int device, chainfd_rollout** out,
+                                    char* err, int err_size) {
+  if (links < 2) {
+    *out = NULL;
+    return refuse(err, err_size, "an extended chain needs at least 2 links (got %d)", links);
+  }
+  return create(m, links, device, out, err, err_size);
+}
+
+int chainfd_rollout_links(const chainfd_rollout* r) { return r->n; }
+
+int chainfd_rollout_link_dof(const chainfd_rollout* r, int link) {
+  return link >= 0 && link < r->n ? r->chain.dof[link] : -1;
+}
+
+void chainfd_rollout_link_poses(const chainfd_rollout* r, const double* qpos, double* xpos,
+                                double* xmat) {
+  const cfd_chain* c = &r->chain;
+  double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0};
+  for (int i = 0; i < c->n; i++) {  // world pose = parent's world pose x home x exp(S q)
+    double Re[9], pe[3], Rl[9], pl[3];
+    cfd_screw_exp(c->screw + 6 * i, qpos[i] - c->qpos0[i], Re, pe);
+    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, Rl, pl);
+    cfd_se3_mul(R, p, Rl, pl, xmat + 9 * i, xpos + 3 * i);
+    memcpy(R, xmat + 9 * i, sizeof R);
+    memcpy(p, xpos + 3 * i, sizeof p);
+  }
 }
 
 void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x) {

@@ -1,10 +1,12 @@
 // chainfd_rollout against mj_step (the CPU rollout, label cpu) and the GPU rollout against the CPU
-// rollout (label gpu: exit 77, SKIPPED, without a CUDA device); and the rollout's refusals.
+// rollout (label gpu: exit 77, SKIPPED, without a CUDA device); extended chains (longer than MuJoCo
+// compiles) against the chain MuJoCo builds of the same links; and the rollout's refusals.
 #include <stdlib.h>
 
 #include "chain_gen.h"
 #include "chainfd_rollout.h"
 #include "gpu_tuning.h"
+#include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
 
@@ -252,6 +254,147 @@ static void refused(const char* spec, int integrator, const char* word) {
   mj_deleteModel(m);
 }
 
+// Extended chains (chainfd_rollout_create_extended): a regular chain of 11 links extended to 41
+// against the regular chain of 41 links that MuJoCo compiles (the same links; only the height of
+// the pivot differs, which no joint-space quantity sees): the rollout against mj_step on the long
+// model, state by state, and the links' world poses against its xpos and xmat (less that pivot
+// height). Extended to its own length, a chain rolls out bit for bit as chainfd_rollout_create's.
+static const char* ext_short = "chain:11,damping=0.1,armature=0.01,stiffness=0.5";
+static const char* ext_long = "chain:41,damping=0.1,armature=0.01,stiffness=0.5";
+
+static void extended_against_mujoco(int integrator) {
+  char err[1024];
+  mjModel* ms = cfd_load_model(ext_short, err, sizeof err);
+  mjModel* ml = cfd_load_model(ext_long, err, sizeof err);
+  EXPECT(ms && ml, "%s", err);
+  if (!ms || !ml) return;
+  ms->opt.integrator = ml->opt.integrator = integrator;
+  int n = ml->nv, B = 3, H = 100;
+  chainfd_rollout* r;
+  EXPECT(chainfd_rollout_create_extended(ms, n, CHAINFD_CPU, &r, err, sizeof err) == 0, "%s", err);
+  if (!r) return;
+  EXPECT(chainfd_rollout_links(r) == n, "links %d", chainfd_rollout_links(r));
+  EXPECT(chainfd_rollout_link_dof(r, 0) == 0 && chainfd_rollout_link_dof(r, 10) == 10 &&
+         chainfd_rollout_link_dof(r, 11) == 1 && chainfd_rollout_link_dof(r, 40) == 10 &&
+         chainfd_rollout_link_dof(r, 41) == -1, "link_dof: which model dof each link repeats");
+  mjData* d = mj_makeData(ml);
+  double* init = malloc(sizeof(double) * B * 2 * n);
+  double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
+  double* mj = malloc(sizeof(double) * 2 * n);
+  double *xpos = malloc(sizeof(double) * 12 * n), *xmat = xpos + 3 * n;
+  random_inputs(ml, d, B, H, 31, init, NULL);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, NULL, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  cfd_chain c;
+  EXPECT(cfd_chain_from_model(ml, &c, err, sizeof err) == 0, "%s", err);
+  double worst_pos = 0, worst_vel = 0, worst_pose = 0;
+  for (int b = 0; b < B; b++) {
+    mj_resetData(ml, d);
+    chainfd_rollout_set_state(ml, d, init + (size_t)b * 2 * n);
+    for (int t = 0; t < H; t++) {
+      mj_step(ml, d);
+      chainfd_rollout_get_state(ml, d, mj);
+      const double* x = out + ((size_t)b * (H + 1) + t + 1) * 2 * n;
+      worst_pos = fmax(worst_pos, max_abs_diff(x, mj, n));
+      worst_vel = fmax(worst_vel, max_abs_diff(x + n, mj + n, n));
+      if (t % 25 == 24) {  // poses: MuJoCo's at the same qpos, the pivot's height apart
+        mj_kinematics(ml, d);
+        chainfd_rollout_link_poses(r, x, xpos, xmat);
+        double lift = d->xpos[3 * c.body[0] + 2] - xpos[2];
+        for (int i = 0; i < n; i++) {
+          const double* mp = d->xpos + 3 * c.body[i];
+          const double* mm = d->xmat + 9 * c.body[i];
+          double e = fmax(fmax(fabs(xpos[3 * i] - mp[0]), fabs(xpos[3 * i + 1] - mp[1])),
+                          fabs(xpos[3 * i + 2] + lift - mp[2]));
+          worst_pose = fmax(worst_pose, fmax(e, max_abs_diff(xmat + 9 * i, mm, 9)));
+        }
+        EXPECT(fabs(lift - 3.0) <= 1e-12, "the pivots are %g m apart, not 3", lift);
+      }
+    }
+  }
+  printf("%s extended to %d links against %s: %s max_abs_dqpos=%.2e max_abs_dqvel=%.2e "
+         "poses=%.2e\n", ext_short, n, ext_long, integrator == mjINT_EULER ? "Euler" : "implicitfast",
+         worst_pos, worst_vel, worst_pose);
+  EXPECT(worst_pos <= 1e-9 && worst_vel <= 1e-7, "extended: qpos %.3e, qvel %.3e", worst_pos, worst_vel);
+  EXPECT(worst_pose <= 1e-12, "extended: link poses %.3e", worst_pose);
+  cfd_chain_free(&c);
+  chainfd_rollout_free(r);
+  free(init); free(out); free(mj); free(xpos);
+  mj_deleteData(d);
+  mj_deleteModel(ms);
+  mj_deleteModel(ml);
+}
+
+static void extended_checks(void) {
+  char err[1024];
+  mjModel* m = cfd_load_model(ext_long, err, sizeof err);
+  if (!m) return;
+  int n = m->nv, H = 30;
+  chainfd_rollout *plain, *same;
+  EXPECT(chainfd_rollout_create(m, CHAINFD_CPU, &plain, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_create_extended(m, n, CHAINFD_CPU, &same, err, sizeof err) == 0, "%s", err);
+  double* x0 = calloc(2 * n, sizeof(double));
+  for (int i = 0; i < n; i++) x0[i] = 0.1 * sin(i), x0[n + i] = 0.2 * cos(i);
+  double *a = malloc(sizeof(double) * 2 * n * (H + 1)), *b = malloc(sizeof(double) * 2 * n * (H + 1));
+  int st = chainfd_rollout_run(plain, 1, H, x0, 1, NULL, a, 0, CFD_HOST, err, sizeof err) |
+           chainfd_rollout_run(same, 1, H, x0, 1, NULL, b, 0, CFD_HOST, err, sizeof err);
+  EXPECT(st == 0 && !memcmp(a, b, sizeof(double) * 2 * n * (H + 1)),
+         "extended to its own length: not the plain rollout's bits (%s)", err);
+  chainfd_rollout_free(plain);
+  chainfd_rollout_free(same);
+  free(x0); free(a); free(b);
+  mj_deleteModel(m);
+  // refusals: too short, a model with actuators, a one-link model
+  chainfd_rollout* r;
+  m = cfd_load_model(ext_short, err, sizeof err);
+  EXPECT(chainfd_rollout_create_extended(m, 1, CHAINFD_CPU, &r, err, sizeof err) != 0 && !r &&
+         strstr(err, "at least 2"), "1 link: %s", err);
+  printf("refused: %s\n", err);
+  mj_deleteModel(m);
+  m = cfd_load_model("chain:6,actuators=1", err, sizeof err);
+  EXPECT(chainfd_rollout_create_extended(m, 100, CHAINFD_CPU, &r, err, sizeof err) != 0 && !r &&
+         strstr(err, "'a0'") && strstr(err, "no actuators"), "actuators: %s", err);
+  printf("refused: %s\n", err);
+  mj_deleteModel(m);
+  m = cfd_load_model("chain:1", err, sizeof err);
+  EXPECT(chainfd_rollout_create_extended(m, 100, CHAINFD_CPU, &r, err, sizeof err) != 0 && !r &&
+         strstr(err, "two links"), "one link: %s", err);
+  printf("refused: %s\n", err);
+  mj_deleteModel(m);
+}
+
+// the GPU rollout of an extended chain against the CPU's: 3000 links (each step's dynamics by the
+// scan kernel) and 20,000
+static void extended_gpu_against_cpu(int links, int B, int H) {
+  char err[1024];
+  mjModel* m = cfd_load_model(ext_short, err, sizeof err);
+  if (!m) return;
+  chainfd_rollout *cpu, *gpu;
+  EXPECT(chainfd_rollout_create_extended(m, links, CHAINFD_CPU, &cpu, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_create_extended(m, links, 0, &gpu, err, sizeof err) == 0, "%s", err);
+  size_t nx = 2 * (size_t)links;
+  double* init = malloc(sizeof(double) * B * nx);
+  double *a = malloc(sizeof(double) * B * nx), *g = malloc(sizeof(double) * B * nx);
+  cfd_rng rng = {17};
+  for (size_t k = 0; k < B * nx; k++) init[k] = cfd_rng_uniform(&rng, -0.3, 0.3);
+  long scan = cfd_gpu_rollout_scan_steps;
+  int st = chainfd_rollout_run(cpu, B, H, init, 0, NULL, a, 1, CFD_HOST, err, sizeof err);
+  EXPECT(st == 0, "%s", err);
+  st = chainfd_rollout_run(gpu, B, H, init, 0, NULL, g, 1, CFD_HOST, err, sizeof err);
+  EXPECT(st == 0, "%s", err);
+  double scale = 0;
+  for (size_t k = 0; k < B * nx; k++) scale = fmax(scale, fabs(a[k]));
+  double e = max_abs_diff(a, g, B * nx) / scale;
+  printf("%s extended to %d links, B=%d H=%d: GPU against CPU %.2e (scan steps %ld)\n", ext_short,
+         links, B, H, e, cfd_gpu_rollout_scan_steps - scan);
+  EXPECT(e <= 1e-10, "extended %d links: GPU against CPU %.3e", links, e);
+  EXPECT(cfd_gpu_rollout_scan_steps - scan == H, "the scan kernel took %ld of %d steps",
+         cfd_gpu_rollout_scan_steps - scan, H);
+  chainfd_rollout_free(cpu);
+  chainfd_rollout_free(gpu);
+  free(init); free(a); free(g);
+  mj_deleteModel(m);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "--gpu")) {
     if (cfd_gpu_device_count() == 0) {
@@ -361,6 +504,8 @@ int main(int argc, char** argv) {
     against_mujoco_on(long1000, mjINT_EULER, 1, 8, 1e-9, 0);
     EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 20 + 8, "the rollouts against mj_step took "
            "%ld steps by the scan kernel", cfd_gpu_rollout_scan_steps - scan_steps);
+    extended_gpu_against_cpu(3000, 2, 10);
+    extended_gpu_against_cpu(20000, 1, 4);
     TEST_EXIT();
   }
   // a long chain (measured 1.5e-11 in qpos, 5.8e-10 in qvel)
@@ -391,5 +536,8 @@ int main(int argc, char** argv) {
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
   refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");
+  extended_against_mujoco(mjINT_EULER);
+  extended_against_mujoco(mjINT_IMPLICITFAST);
+  extended_checks();
   TEST_EXIT();
 }

@@ -59,6 +59,26 @@ int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out) {
   return CFD_OK;
 }
 
+int cfd_chain_extend(const cfd_chain* base, int n, cfd_chain* out) {
+  if (base->n < 2 || n < 1) return CFD_ERR_ALLOC;
+  if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
+  for (int i = 0; i < n; i++) {
+    int k = i == 0 ? 0 : 1 + (i - 1) % (base->n - 1);
+    memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
+    memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
+    memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
+    memcpy(out->inertia + 36 * i, base->inertia + 36 * k, 36 * sizeof(double));
+    out->armature[i] = base->armature[k];
+    out->body[i] = base->body[k];
+    out->jnt[i] = base->jnt[k];
+    out->dof[i] = base->dof[k];
+    out->qpos[i] = base->qpos[k];
+    out->qpos0[i] = base->qpos0[k];
+  }
+  memcpy(out->gravity, base->gravity, sizeof(out->gravity));
+  return CFD_OK;
+}
+
 const char* cfd_status_str(int status) {
   switch (status) {
     case CFD_OK: return "ok";
