@@ -10,7 +10,8 @@
 // more than 496 bodies in one file. The 1000-link chain is therefore four files of 250 links,
 // each ending in an <include> of the next: the limit is per parsed file, and <include> splices
 // the next file's bodies inside the current body. MuJoCo itself compiles body trees up to depth
-// 1023, so no MJCF of a 10,000-link chain can exist for MuJoCo 4.0.
+// 1023, so no MJCF of a 10,000-link chain can exist for MuJoCo 4.0: showcase_chain10000.xml is a
+// 401-link chain whose last 400 links chainfd-view repeats to 10,000 links (chainfd_extend).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,75 @@ static void write_chain1000(void) {
     fprintf(f, "</mujoco>\n");
     close_out(f, name);
   }
+}
+
+// --- the 10,000-link chain: a 401-link model extended by chainfd-view ----------------------------------
+
+#define XT_LINKS 10000      // links of the extended chain (<numeric name="chainfd_extend">)
+#define XT_PATTERN 400      // links 1 .. 400 repeat (one file: the XML parser's nesting limit)
+#define XT_HEIGHT 101.0     // pivot height: the 100 m chain hanging clears the floor
+#define XT_RADIUS 0.4       // drawn radius: visible from far enough to see 100 m of chain
+#define XT_TWIST 0.00015    // initial bend of each z-hinge (rad): 3-D, as the 1000-link chain's
+                            // 0.0015 is over its 500 z-hinges (10x that over 5000 coils the chain
+                            // into a helix whose unwinding diverges within 4 s)
+
+static void write_chain10000(void) {
+  FILE* f = open_out("showcase_chain10000.xml");
+  common_head(f,
+              "showcase_chain10000: a 10,000-link pendulum chain (100 m, 100 kg), released straight at\n"
+              "     0.8 rad below the horizontal: the 1000-link chain's links, ten times as many.\n"
+              "     MuJoCo 4.0 compiles body trees to depth 1023, so this file holds 401 links, and\n"
+              "     <numeric name=\"chainfd_extend\"> asks chainfd-view to repeat links 1-400 after link 0\n"
+              "     up to 10,000 links (chainfd_rollout_create_extended). Opened elsewhere, it is a 4 m chain.",
+              "showcase_chain10000");
+  fprintf(f, "  <option timestep=\"%g\">\n    <flag contact=\"disable\"/>\n  </option>\n\n", CH_STEP);
+  plugin_and_assets(f, 30);
+  fprintf(f,
+          "  <visual>\n"
+          "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"90\" elevation=\"-5\"/>\n"
+          "    <map znear=\"0.05\" zfar=\"2000\"/>\n"
+          "  </visual>\n"
+          "  <statistic center=\"0 0 55\" extent=\"105\"/>\n"
+          "  <custom><numeric name=\"chainfd_extend\" data=\"%d\"/></custom>\n\n"
+          "  <default>\n"
+          "    <joint type=\"hinge\" damping=\"%g\" armature=\"%g\"/>\n"
+          "    <geom type=\"capsule\" size=\"%g\" contype=\"0\" conaffinity=\"0\"/>\n"
+          "  </default>\n\n"
+          "  <worldbody>\n"
+          "    <light name=\"sun\" pos=\"0 -60 200\" dir=\"0 0.3 -1\" directional=\"true\" castshadow=\"false\"/>\n"
+          "    <light name=\"fill\" pos=\"0 -150 120\" dir=\"0 1 -0.5\" diffuse=\"0.4 0.4 0.4\" castshadow=\"false\"/>\n"
+          "    <geom name=\"floor\" type=\"plane\" size=\"130 130 0.1\" material=\"floor\"/>\n"
+          "    <geom name=\"mount\" type=\"box\" pos=\"0 0 %g\" size=\"1.2 1.2 0.3\" rgba=\"0.5 0.5 0.5 1\"/>\n",
+          XT_LINKS, CH_DAMPING, CH_ARMATURE, XT_RADIUS, XT_HEIGHT + 0.55);
+  int n = XT_PATTERN + 1;
+  for (int i = 0; i < n; i++) {
+    double rgb[3];
+    gradient(i == 0 ? 0 : (double)(i - 1) / (XT_PATTERN - 1), rgb);  // a band per repeat: 4 m
+    indent(f, i + 2);
+    if (i == 0) fprintf(f, "<body name=\"link0\" pos=\"0 0 %g\">\n", XT_HEIGHT);
+    else fprintf(f, "<body name=\"link%d\" pos=\"%g 0 0\">\n", i, CH_LEN);
+    indent(f, i + 3);
+    fprintf(f, "<joint name=\"j%d\" axis=\"%s\"/>\n", i, (i % 2 == 0) ? "0 1 0" : "0 0 1");
+    indent(f, i + 3);
+    double ia = CH_MASS * CH_LEN * CH_LEN / 12;
+    fprintf(f, "<inertial pos=\"%g 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", CH_LEN / 2,
+            CH_MASS, 1e-3 * ia, ia, ia);
+    indent(f, i + 3);
+    fprintf(f, "<geom fromto=\"0 0 0 %g 0 0\" rgba=\"%.3f %.3f %.3f 1\"/>\n", CH_LEN, rgb[0], rgb[1],
+            rgb[2]);
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    indent(f, i + 2);
+    fprintf(f, "</body>\n");
+  }
+  fprintf(f, "  </worldbody>\n\n");
+  fprintf(f, "  <keyframe>\n    <key name=\"bent\" qpos=\"");
+  for (int i = 0; i < n; i++) {
+    if (i && i % 20 == 0) fprintf(f, "\n                          ");
+    fprintf(f, "%s%g", (i % 20) ? " " : "", i == 0 ? CH_TILT : (i % 2) ? XT_TWIST : 0.0);
+  }
+  fprintf(f, "\"/>\n  </keyframe>\n</mujoco>\n");
+  close_out(f, "showcase_chain10000.xml");
 }
 
 // --- the hanging rope: two hinges (x and y) per body -------------------------------------------------
@@ -352,6 +422,7 @@ int main(int argc, char** argv) {
   }
   dir = argv[1];
   write_chain1000();
+  write_chain10000();
   write_rope();
   write_wave50();
   return 0;

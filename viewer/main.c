@@ -14,7 +14,11 @@
 static const char* usage =
     "usage: chainfd-view MODEL [options]\n"
     "  MODEL                  an MJCF file, a .mjb file, or a generated chain chain:N[,key=value...]\n"
-    "                         (keys as in `chainfd info`; MuJoCo compiles chains of up to 1023 links)\n"
+    "                         (keys as in `chainfd info`; MuJoCo compiles chains of up to 1023 links;\n"
+    "                         a model with <numeric name=\"chainfd_extend\" data=\"LINKS\"/> is\n"
+    "                         its chain with links 1.. repeated to LINKS links, stepped by cpu.fast\n"
+    "                         or cuda.abia through the extended rollouts: see\n"
+    "                         scenes/showcase_chain10000.xml)\n"
     "dynamics:\n"
     "  --backend NAME         mujoco, cpu.fast, cpu.abia, cpu.jsiia, cpu.cfa, cuda.* with a GPU (or\n"
     "                         cfa, abia, jsiia, cpu, auto); default: the model's chainfd plugin\n"
@@ -225,14 +229,18 @@ int main(int argc, char** argv) {
 
   int status = 0;
   if (list) {
-    printf("model: %s: %d links, %d dofs, timestep %g s\n", model, s.links, (int)m->nv, m->opt.timestep);
-    for (int i = 0; i < s.ndyn; i++)
+    printf("model: %s: %d links, %d dofs%s, timestep %g s\n", model, s.links, cfv_sim_dofs(&s),
+           s.ext ? " (the model's chain extended)" : "", m->opt.timestep);
+    for (int i = s.ext ? 1 : 0; i < s.ndyn; i++)  // (an extended chain: never MuJoCo)
       printf("%d %s%s\n", i + 1, s.dyn_name[i], i == s.current ? "  (start)" : "");
     if (s.unavailable[0]) printf("not available here: %s\n", s.unavailable);
   } else if (benchmark > 0) {
     for (int i = 0; i < s.ndyn && status == 0; i++) {
       if (!bench_all && i != s.current) continue;
-      if (bench_all && cfv_sim_select(&s, i, err, sizeof err)) continue;
+      if (bench_all && cfv_sim_select(&s, i, err, sizeof err)) {
+        printf("backend=%s cannot: %s\n", s.dyn_name[i], err);
+        continue;
+      }
       int k = substeps ? substeps : (int)fmax(1, round(1.0 / (60 * m->opt.timestep)));
       status = cfv_sim_benchmark(&s, benchmark, k < CFV_MAX_SUBSTEPS ? k : CFV_MAX_SUBSTEPS);
     }

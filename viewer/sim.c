@@ -106,6 +106,41 @@ int cfv_sim_find(cfv_sim* s, const char* name, char* err, int err_size) {
   return -1;
 }
 
+// The extended chain of <numeric name="chainfd_extend" data="LINKS"/>: its rollouts on the CPU and,
+// where cuda.abia is offered, the GPU, and its dynamics list (cpu.fast, cuda.abia; MuJoCo cannot
+// compile such a chain). 0, or nonzero with err set.
+static int init_extended(cfv_sim* s, int links, int gpu, char* err, int err_size) {
+  const mjModel* m = s->m;
+  s->ext = 1;
+  char why[CFV_MSG];
+  if (chainfd_rollout_create_extended(m, links, CHAINFD_CPU, &s->ext_cpu, why, sizeof why)) {
+    snprintf(err, err_size, "chainfd_extend=%d: %s", links, why);
+    return 1;
+  }
+  if (gpu && chainfd_rollout_create_extended(m, links, 0, &s->ext_gpu, why, sizeof why)) {
+    snprintf(s->unavailable, sizeof s->unavailable, "cuda.abia (%s)", why);
+    s->ext_gpu = NULL;
+  }
+  s->links = links;
+  s->ext_x = malloc(sizeof(double) * 4 * (size_t)links);
+  s->ext_xpos = malloc(sizeof(double) * 12 * (size_t)links);
+  if (!s->ext_x || !s->ext_xpos) {
+    snprintf(err, err_size, "out of memory for a chain of %d links", links);
+    return 1;
+  }
+  s->ext_x1 = s->ext_x + 2 * (size_t)links;
+  s->ext_xmat = s->ext_xpos + 3 * (size_t)links;
+  // the list: index 0 stays MuJoCo's name, never selected (cfv_sim_select says why)
+  s->ndyn = 1;
+  s->dyn_name[s->ndyn++] = "cpu.fast";
+  if (s->ext_gpu) s->dyn_name[s->ndyn++] = "cuda.abia";
+  size_t len = strlen(s->unavailable);
+  snprintf(s->unavailable + len, sizeof s->unavailable - len,
+           "%smujoco (MuJoCo compiles body trees to depth 1023: not a chain of %d links)",
+           len ? "; " : "", links);
+  return 0;
+}
+
 int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err, int err_size) {
   memset(s, 0, sizeof(*s));
   s->m = m;
@@ -150,6 +185,31 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
     s->stepper[s->ndyn++] = st;
   }
   if (probe) mj_deleteData(probe);
+
+  // an extended chain: its own dynamics list replaces the one above
+  int extend = mj_name2id(m, mjOBJ_NUMERIC, "chainfd_extend");
+  if (extend >= 0) {
+    double links = m->numeric_size[extend] >= 1 ? m->numeric_data[m->numeric_adr[extend]] : 0;
+    if (!(links >= 2 && links <= 1 << 20 && links == floor(links))) {
+      snprintf(err, err_size, "chainfd_extend: %g is not a number of links (2 to 2^20)", links);
+      return 1;
+    }
+    int gpu = 0;
+    for (int i = 0; i < s->ndyn; i++) gpu |= !strcmp(s->dyn_name[i], "cuda.abia");
+    for (int i = 1; i < s->ndyn; i++) chainfd_stepper_free(s->stepper[i]);
+    memset(s->stepper, 0, sizeof s->stepper);
+    s->unavailable[0] = 0;
+    if (init_extended(s, (int)links, gpu, err, err_size)) return 1;
+    s->current = 1;
+    if (backend && !strcmp(backend, "mujoco")) {
+      snprintf(err, err_size, "MuJoCo cannot step this model's chain of %d links", s->links);
+      return 1;
+    }
+    if (backend && (s->current = cfv_sim_find(s, backend, err, err_size)) < 0) return 1;
+    if (s->current == 0) s->current = 1;
+    cfv_sim_reset(s);
+    return 0;
+  }
 
   // the starting dynamics: asked for, or the model's plugin configuration, or cpu.fast
   int instance = chainfd_instance(m);
@@ -199,6 +259,10 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
 }
 
 void cfv_sim_free(cfv_sim* s) {
+  if (s->ext_cpu) chainfd_rollout_free(s->ext_cpu);
+  if (s->ext_gpu) chainfd_rollout_free(s->ext_gpu);
+  free(s->ext_x);
+  free(s->ext_xpos);
   if (s->rollout) chainfd_rollout_free(s->rollout);
   if (s->rollout_gpu) chainfd_rollout_free(s->rollout_gpu);
   free(s->rollout_x);
@@ -218,15 +282,36 @@ int cfv_sim_select(cfv_sim* s, int i, char* err, int err_size) {
     snprintf(err, err_size, "no dynamics #%d", i);
     return 1;
   }
+  if (s->ext && i == 0) {
+    snprintf(err, err_size, "MuJoCo cannot step a chain of %d links", s->links);
+    return 1;
+  }
   s->current = i;
   s->fallback_why[0] = 0;
   return 0;
+}
+
+// The extended chain's state from d: each link takes the value of the model joint it repeats.
+static void ext_state_from_model(cfv_sim* s) {
+  const mjModel* m = s->m;
+  int n = s->links;
+  for (int i = 0; i < n; i++) {
+    int dof = chainfd_rollout_link_dof(s->ext_cpu, i);
+    s->ext_x[i] = s->d->qpos[m->jnt_qposadr[m->dof_jntid[dof]]];
+    s->ext_x[n + i] = s->d->qvel[dof];
+  }
+  s->ext_posed = 0;
 }
 
 void cfv_sim_reset(cfv_sim* s) {
   if (s->key >= 0) mj_resetDataKeyframe(s->m, s->d, s->key);
   else mj_resetData(s->m, s->d);
   s->diverged = 0;
+  if (s->ext) {
+    ext_state_from_model(s);
+    mj_forward(s->m, s->d);  // the rest of the scene
+    return;
+  }
   if (s->m->nu) memcpy(s->ctrl0, s->d->ctrl, sizeof(double) * (size_t)s->m->nu);
   cfv_sim_forward(s);
 }
@@ -252,6 +337,7 @@ static void wave_ctrl(const cfv_sim* s, double t, double* out) {
 static void apply_wave(cfv_sim* s) { wave_ctrl(s, s->d->time, s->d->ctrl); }
 
 int cfv_sim_forward(cfv_sim* s) {
+  if (s->ext) return 0;  // nothing derived beyond the poses, made when drawn
   if (s->wave) apply_wave(s);
   if (s->current == 0) {
     mj_forward(s->m, s->d);
@@ -296,7 +382,36 @@ static void mujoco_step(cfv_sim* s) {
   if (changed(w0, bad_warnings(s->d))) s->diverged = 1;
 }
 
+// k steps of the extended chain with the current dynamics' rollout. Returns k, or 0 with s->error
+// set when the rollout fails; a bad state the rollout reset (as mj_step would) marks the run
+// diverged.
+static int ext_steps(cfv_sim* s, int k) {
+  chainfd_rollout* r = !strcmp(cfv_sim_name(s), "cuda.abia") ? s->ext_gpu : s->ext_cpu;
+  char err[CFV_MSG];
+  if (chainfd_rollout_run(r, 1, k, s->ext_x, 1, NULL, s->ext_x1, 1, CFD_HOST, err, sizeof err)) {
+    snprintf(s->error, sizeof s->error, "%s", err);
+    return 0;
+  }
+  if (chainfd_rollout_warnings(r) > 0) s->diverged = 1;
+  memcpy(s->ext_x, s->ext_x1, sizeof(double) * 2 * (size_t)s->links);
+  s->ext_posed = 0;
+  for (int j = 0; j < k; j++) s->d->time += s->m->opt.timestep;  // as k steps of mj_step
+  s->steps += k;
+  return k;
+}
+
+int cfv_sim_dofs(const cfv_sim* s) { return s->ext ? s->links : (int)s->m->nv; }
+
+const double* cfv_sim_ext_poses(cfv_sim* s, const double** xmat) {
+  if (!s->ext) return NULL;
+  if (!s->ext_posed) chainfd_rollout_link_poses(s->ext_cpu, s->ext_x, s->ext_xpos, s->ext_xmat);
+  s->ext_posed = 1;
+  *xmat = s->ext_xmat;
+  return s->ext_xpos;
+}
+
 int cfv_sim_step(cfv_sim* s) {
+  if (s->ext) return ext_steps(s, 1) ? 0 : 1;
   if (s->wave) apply_wave(s);
   s->steps++;
   if (s->current == 0) {
@@ -343,6 +458,7 @@ int cfv_sim_substeps(cfv_sim* s, int k) {
   const mjModel* m = s->m;
   mjData* d = s->d;
   if (s->current == 0 || k < 1 || k > CFV_MAX_SUBSTEPS) return 0;
+  if (s->ext) return ext_steps(s, k);  // (a failure: cfv_sim_step then reports it)
   const char* name = s->dyn_name[s->current];
   chainfd_rollout* rollout = !strcmp(name, "cpu.fast")    ? s->rollout
                              : !strcmp(name, "cuda.abia") ? s->rollout_gpu
@@ -375,7 +491,14 @@ int cfv_sim_substeps(cfv_sim* s, int k) {
   return k;
 }
 
-int cfv_sim_finite(const cfv_sim* s) { return sane(s->m, s->d) && !s->diverged; }
+int cfv_sim_finite(const cfv_sim* s) {
+  if (s->ext) {
+    for (int i = 0; i < 2 * s->links; i++)
+      if (!(fabs(s->ext_x[i]) < mjMAXVAL)) return 0;
+    return !s->diverged;
+  }
+  return sane(s->m, s->d) && !s->diverged;
+}
 
 int cfv_sim_benchmark(cfv_sim* s, double seconds, int substeps) {
   // from the start state, no warm-up: then a failure or fallback is reported with the state it
@@ -403,7 +526,7 @@ int cfv_sim_benchmark(cfv_sim* s, double seconds, int substeps) {
   // simulated time as steps * h: MuJoCo's bad-state reset would rewind d->time
   double sim = (double)steps * s->m->opt.timestep;
   printf("backend=%s links=%d dofs=%d steps=%lld sim=%.4gs wall=%.3gs step_us=%.4g rtf=%.4g",
-         cfv_sim_name(s), s->links, (int)s->m->nv, steps, sim, wall, 1e6 * wall / (double)steps,
+         cfv_sim_name(s), s->links, cfv_sim_dofs(s), steps, sim, wall, 1e6 * wall / (double)steps,
          sim / wall);
   if (substepped) printf(" substeps=%d rollout_steps=%lld", substeps, substepped);
   if (s->mujoco_steps > mujoco0)

@@ -43,6 +43,18 @@ typedef struct cfv_sim {
   chainfd_rollout *rollout, *rollout_gpu;
   char rollout_why[CFV_MSG];  // why it refused
   double *rollout_x, *rollout_ctrl;  // state [nq + nv], controls [CFV_MAX_SUBSTEPS][nu]
+
+  // A chain longer than MuJoCo compiles, asked for by <numeric name="chainfd_extend"
+  // data="LINKS"/>: the model's chain with its links 1 .. n-1 repeated to `links` links
+  // (chainfd_rollout_create_extended). cpu.fast and cuda.abia step it through the extended
+  // rollouts; MuJoCo cannot (it is not listed). d keeps the model's own state, for the rest of the
+  // scene, and the simulated time; ext_x is the chain's state, ext_xpos / ext_xmat its links' world
+  // poses (cfv_sim_ext_poses).
+  int ext;                              // 1: extended
+  chainfd_rollout *ext_cpu, *ext_gpu;   // the GPU's where cuda.abia is offered
+  double *ext_x, *ext_x1;               // [2 links]: the state, and a run's result
+  double *ext_xpos, *ext_xmat;          // [links][3], [links][9]
+  int ext_posed;                        // ext_xpos / ext_xmat are those of ext_x
 } cfv_sim;
 
 #define CFV_MAX_SUBSTEPS 256
@@ -93,6 +105,13 @@ int cfv_sim_finite(const cfv_sim* s);
 // substeps > 1: in chunks of that many steps through cfv_sim_substeps where it applies (the
 // steps a window frame takes), and the line says how many steps went that way.
 int cfv_sim_benchmark(cfv_sim* s, double seconds, int substeps);
+
+// The degrees of freedom stepped: the extended chain's links, or the model's nv.
+int cfv_sim_dofs(const cfv_sim* s);
+
+// An extended chain's link world poses at the current state (computed once per state); NULL when
+// the model is not extended. *xmat: the rotations.
+const double* cfv_sim_ext_poses(cfv_sim* s, const double** xmat);
 
 // Wall-clock seconds from a monotonic clock.
 double cfv_now(void);

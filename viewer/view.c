@@ -70,6 +70,10 @@ typedef struct viewer {
   int shots;
   double peak_force, peak_torque;  // largest mouse force (N), torque (N m) of this perturbation
 
+  // an extended chain's drawing (add_extended_chain): each model geom's look as MuJoCo drew it
+  mjvGeom* ext_look;  // [ngeom]
+  char* ext_have;     // [ngeom]: the scene had that geom
+
   // real-time sync
   double draw_time;  // wall seconds the last frame took to draw and swap
   int resync;
@@ -129,12 +133,22 @@ static void init_scene(viewer* v, int fontscale) {
   if (v->o->hide_moving) v->opt.geomgroup[HIDDEN_GROUP] = 0;
   mjv_defaultPerturb(&v->pert);
   mjv_defaultScene(&v->scn);
-  mjv_makeScene(m, &v->scn, 2 * m->ngeom + 2000);
+  int ext_geoms = 0;  // an extended chain's links draw their bodies' geoms
+  cfv_sim* s = v->sim;
+  for (int i = 0; s->ext && i < s->links; i++)
+    ext_geoms += m->body_geomnum[m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i)]];
+  if (s->ext) {
+    v->ext_look = calloc((size_t)m->ngeom + 1, sizeof(mjvGeom));
+    v->ext_have = calloc((size_t)m->ngeom + 1, 1);
+  }
+  mjv_makeScene(m, &v->scn, 2 * m->ngeom + ext_geoms + 2000);
   mjr_defaultContext(&v->con);
   mjr_makeContext(m, &v->con, fontscale);
 }
 
 static void free_scene(viewer* v) {
+  free(v->ext_look);
+  free(v->ext_have);
   mjv_freeScene(&v->scn);
   mjr_freeContext(&v->con);
 }
@@ -254,8 +268,9 @@ static void draw_overlay(viewer* v, mjrRect rect) {
            "Dynamics\nLinks\nStep\nSteps/frame\n%s\nTime%s%s",
            v->headless ? "Real-time (stepping only)" : "Real-time factor",
            s->wave ? "\nController" : "", v->paused ? "\n" : "");
-  snprintf(values, sizeof values, "%s  [B]\n%d  (dofs %d)\n%.1f us\n%.1f\n%.2f%s\n%.3f s%s%s",
-           cfv_sim_name(s), s->links, (int)s->m->nv, r->step_us, r->steps_per_frame, r->rtf, speed,
+  snprintf(values, sizeof values, "%s  [B]\n%d  (dofs %d%s)\n%.1f us\n%.1f\n%.2f%s\n%.3f s%s%s",
+           cfv_sim_name(s), s->links, cfv_sim_dofs(s), s->ext ? ", the model's chain extended" : "",
+           r->step_us, r->steps_per_frame, r->rtf, speed,
            s->d->time, s->wave ? "\nwave  [W]" : "", v->paused ? "\nPAUSED  [space]" : "");
   mjr_overlay(mjFONT_NORMAL, mjGRID_TOPLEFT, rect, titles, values, &v->con);
 
@@ -287,8 +302,52 @@ static void draw_overlay(viewer* v, mjrRect rect) {
   }
 }
 
+// An extended chain (cfv_sim.ext): the scene's geoms of the model's moving bodies give way to the
+// extended chain's links, each drawing the geoms of the body it repeats as MuJoCo drew them there,
+// moved to the link's pose (a link's frame is its body's). Not selectable: they are no model body.
+static void add_extended_chain(viewer* v) {
+  cfv_sim* s = v->sim;
+  const mjModel* m = s->m;
+  mjvScene* scn = &v->scn;
+  memset(v->ext_have, 0, (size_t)m->ngeom);
+  int kept = 0;
+  for (int i = 0; i < scn->ngeom; i++) {
+    const mjvGeom* g = scn->geoms + i;
+    if (g->objtype == mjOBJ_GEOM && m->body_weldid[m->geom_bodyid[g->objid]] != 0) {
+      v->ext_look[g->objid] = *g;
+      v->ext_have[g->objid] = 1;
+    } else {
+      scn->geoms[kept++] = *g;
+    }
+  }
+  scn->ngeom = kept;
+  const double* xmat;
+  const double* xpos = cfv_sim_ext_poses(s, &xmat);
+  for (int i = 0; i < s->links; i++) {
+    int body = m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i)];
+    // a body with several joints is several links: its geoms go with the last of them
+    if (i + 1 < s->links && m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i + 1)] == body)
+      continue;
+    for (int g = m->body_geomadr[body]; g < m->body_geomadr[body] + m->body_geomnum[body]; g++) {
+      if (!v->ext_have[g] || scn->ngeom >= scn->maxgeom) continue;
+      mjvGeom* out = scn->geoms + scn->ngeom;
+      *out = v->ext_look[g];
+      double R[9], gR[9], p[3];
+      mju_quat2Mat(gR, m->geom_quat + 4 * g);
+      mju_mulMatMat(R, xmat + 9 * i, gR, 3, 3, 3);
+      mju_mulMatVec3(p, xmat + 9 * i, m->geom_pos + 3 * g);
+      for (int k = 0; k < 3; k++) out->pos[k] = (float)(p[k] + xpos[3 * i + k]);
+      for (int k = 0; k < 9; k++) out->mat[k] = (float)R[k];
+      out->objtype = mjOBJ_UNKNOWN;
+      out->objid = -1;
+      out->segid = scn->ngeom++;
+    }
+  }
+}
+
 static void render(viewer* v, mjrRect rect) {
   mjv_updateScene(v->sim->m, v->sim->d, &v->opt, &v->pert, &v->cam, mjCAT_ALL, &v->scn);
+  if (v->sim->ext) add_extended_chain(v);
   mjr_render(rect, &v->scn, &v->con);
   if (v->show_overlay) draw_overlay(v, rect);
 }
@@ -315,9 +374,20 @@ static void hide_moving_geoms(mjModel* m) {
 static void next_dynamics(viewer* v, int step) {
   cfv_sim* s = v->sim;
   char err[CFV_MSG];
-  int i = ((s->current + step) % s->ndyn + s->ndyn) % s->ndyn;
-  if (!cfv_sim_select(s, i, err, sizeof err))
-    say("dynamics: %s (t = %.4f s)", cfv_sim_name(s), s->d->time);
+  // cycling (step +-1) goes past a dynamics that cannot be selected (MuJoCo for an extended
+  // chain); a number key that names one says why
+  int cycle = step == 1 || step == -1;
+  for (int tries = 0; tries < s->ndyn; tries++, step += step < 0 ? -1 : 1) {
+    int i = ((s->current + step) % s->ndyn + s->ndyn) % s->ndyn;
+    if (!cfv_sim_select(s, i, err, sizeof err)) {
+      say("dynamics: %s (t = %.4f s)", cfv_sim_name(s), s->d->time);
+      break;
+    }
+    if (!cycle) {
+      say("%s", err);
+      break;
+    }
+  }
   v->r.have = 0;  // fresh rates for the new dynamics
   v->r.t0 = cfv_now();
 }
