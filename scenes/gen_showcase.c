@@ -208,6 +208,7 @@ static void write_chain10000(void) {
           "  <visual>\n"
           "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"90\" elevation=\"-5\"/>\n"
           "    <map znear=\"0.05\" zfar=\"2000\"/>\n"
+          "    <quality numslices=\"8\" numstacks=\"4\"/>\n"
           "  </visual>\n"
           "  <statistic center=\"0 0 55\" extent=\"105\"/>\n"
           "  <custom><numeric name=\"chainfd_extend\" data=\"%d\"/></custom>\n\n"
