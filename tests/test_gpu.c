@@ -115,7 +115,6 @@ static void test_case(const gpu_case* tc) {
       EXPECT(cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, ex ? ex + b * n : NULL,
                               ref + b * n) == 0, "reference");
     for (int alg = 0; alg < 4; alg++) {
-      if (alg == CFD_GPU_JSIIA && n > 2048 && with_extra) continue;  // n^2 memory: once is enough
       if (alg == CFD_GPU_ABIA_F32 && tc->tile) continue;  // float32 promises no digits there
       cfd_gpu* g;
       int refuse = alg == CFD_GPU_CFA && tc->cfa == CFA_REFUSES;

@@ -86,6 +86,36 @@ def test_rollout_bad_state(model, device=-1):
     assert worst < 1e-9, worst
 
 
+def test_extended(device=-1):
+    """An extended chain: at its own length the plain rollout's bits; the links' poses against
+    MuJoCo's; at 10 times its length a finite run whose state has 2 x links entries."""
+    model = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "double_pendulum.xml"))
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(4)
+    data.qpos[:] = rng.uniform(-1, 1, model.nq)
+    data.qvel[:] = rng.uniform(-1, 1, model.nv)
+    plain, same = Rollout(model, device), Rollout(model, device, links=model.nv)
+    ctrl = np.zeros((2, 40, 0))
+    a, b = plain.run(plain.state(data), ctrl), same.run(same.state(data), ctrl)
+    assert np.array_equal(a, b), np.abs(a - b).max()
+    mujoco.mj_kinematics(model, data)
+    xpos, xmat = same.link_poses(data.qpos.copy())
+    bodies = model.dof_bodyid[same._dof]
+    err = max(np.abs(xpos - data.xpos[bodies]).max(),
+              np.abs(xmat.reshape(-1, 9) - data.xmat[bodies]).max())
+    assert err < 1e-12, err
+    long = Rollout(model, device, links=10 * model.nv)
+    traj = long.run(long.state(data), np.zeros((1, 100, 0)), final_only=True)
+    assert traj.shape == (1, 2 * long.links) and np.isfinite(traj).all()
+    print(f"Rollout extended: own length bit for bit, poses against MuJoCo {err:.1e}, "
+          f"{long.links} links finite")
+    try:
+        Rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device, links=70)
+        raise AssertionError("an actuated chain was extended")
+    except chainfd.ChainfdError as e:
+        print(f"Rollout extended: refused: {e}")
+
+
 if __name__ == "__main__":
     chainfd.load()
     gpu = "--gpu" in sys.argv[1:]
@@ -100,5 +130,6 @@ if __name__ == "__main__":
         test_forward_dynamics(arm, backend, device)
     test_rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
     test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
+    test_extended(device)
     print("all checks passed")
     sys.exit(0)

@@ -33,6 +33,8 @@ def _functions():
 class ForwardDynamics:
     """qacc for batches of states of one model, on the back end named (or picked by "auto")."""
 
+    _handle = None  # (one that failed to be made has nothing to free)
+
     def __init__(self, model, backend="auto", device=0, typical_batch=1):
         lib = _functions()
         self._lib, self._model = lib, model

@@ -11,6 +11,11 @@ Every step has mj_step's semantics for the models chainfd_rollout accepts; anyth
 refused when the Rollout is made, with the reason (ChainfdError). That includes mj_step's bad-state
 handling: an instance whose state, acceleration or control turns NaN or past 1e10 gets MuJoCo's
 warning and reset, the others run on; warnings() says which were reset (a sampler drops them).
+
+Chains longer than MuJoCo compiles (its body trees stop at depth 1023): Rollout(model, links=N)
+extends the model's chain to N links, link 0 kept and links 1 .. n-1 repeated after it
+(chainfd_rollout_create_extended); state(data) then gives each link its model joint's value, and
+link_poses(qpos) the links' world positions and rotations.
 """
 
 import ctypes
@@ -42,22 +47,42 @@ def _functions():
         lib.chainfd_host_alloc.argtypes = [ctypes.c_size_t]
         lib.chainfd_host_alloc.restype = ctypes.c_void_p
         lib.chainfd_host_free.argtypes = [ctypes.c_void_p]
+        lib.chainfd_rollout_create_extended.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                                        ctypes.POINTER(ctypes.c_void_p),
+                                                        ctypes.c_char_p, ctypes.c_int]
+        lib.chainfd_rollout_links.argtypes = [ctypes.c_void_p]
+        lib.chainfd_rollout_links.restype = ctypes.c_int
+        lib.chainfd_rollout_link_dof.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.chainfd_rollout_link_dof.restype = ctypes.c_int
+        lib.chainfd_rollout_link_poses.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                                   ctypes.c_void_p, ctypes.c_void_p]
         lib._rollout_ready = True
     return lib
 
 
 class Rollout:
-    """B rollouts of H steps of one model, on a GPU (device >= 0) or the CPU (device = -1)."""
+    """B rollouts of H steps of one model, on a GPU (device >= 0) or the CPU (device = -1); with
+    links, of the model's chain extended to that many links."""
 
-    def __init__(self, model, device=0):
+    _handle = None  # (a Rollout that failed to be made has nothing to free)
+
+    def __init__(self, model, device=0, links=None):
         lib = _functions()
         self._lib, self._model = lib, model  # the model must outlive the rollout
-        self.nq, self.nv, self.nu = model.nq, model.nv, model.nu
+        self.nu = model.nu
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
-        if lib.chainfd_rollout_create(model._address, device, ctypes.byref(handle), err, 1024):
+        if links is None:
+            code = lib.chainfd_rollout_create(model._address, device, ctypes.byref(handle), err, 1024)
+        else:
+            code = lib.chainfd_rollout_create_extended(model._address, int(links), device,
+                                                       ctypes.byref(handle), err, 1024)
+        if code:
             raise ChainfdError(1, err.value.decode())
         self._handle = handle
+        self.links = lib.chainfd_rollout_links(handle)  # the state is [qpos (links); qvel (links)]
+        self.nq = self.nv = self.links
+        self._dof = np.array([lib.chainfd_rollout_link_dof(handle, i) for i in range(self.links)])
 
     def close(self):
         if self._handle:
@@ -67,8 +92,21 @@ class Rollout:
     __del__ = close
 
     def state(self, data):
-        """The rollout state [qpos; qvel] of an MjData."""
-        return np.concatenate([data.qpos, data.qvel])
+        """The rollout state [qpos; qvel] of an MjData (an extended chain: each link the value of
+        the model joint it repeats)."""
+        qpos = data.qpos[self._model.jnt_qposadr[self._model.dof_jntid[self._dof]]]
+        return np.concatenate([qpos, data.qvel[self._dof]])
+
+    def link_poses(self, qpos):
+        """The links' world poses at positions qpos (links,): xpos (links, 3) and xmat
+        (links, 3, 3), as MuJoCo's data.xpos, data.xmat of the link bodies."""
+        qpos = np.ascontiguousarray(qpos, dtype=np.float64)
+        if qpos.shape != (self.links,):
+            raise ValueError(f"qpos must be ({self.links},), got {qpos.shape}")
+        xpos, xmat = np.empty((self.links, 3)), np.empty((self.links, 3, 3))
+        self._lib.chainfd_rollout_link_poses(self._handle, qpos.ctypes.data, xpos.ctypes.data,
+                                             xmat.ctypes.data)
+        return xpos, xmat
 
     def pinned(self, shape):
         """A float64 array of `shape` in page-locked host memory (chainfd_host_alloc), freed with
