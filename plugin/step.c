@@ -483,7 +483,26 @@ static double next_activation(const mjModel* m, const mjData* d, int actuator, i
   return act;
 }
 
-// implicitfast: diag = -h * diag(qDeriv); returns 1 when the derivative is not diagonal here.
+// Whether the joint of dof i limits its actuator force (actuatorfrcrange) and the force the
+// actuators put on it, before that clamp, lies outside the range (1), exactly at a bound (2), or
+// neither (0). MuJoCo 4.0.0's implicitfast takes no velocity derivative from an actuator whose
+// joint force is clamped (measured: kv = 4 clamped gives no damping term, unclamped 4).
+static int joint_force_saturated(const mjModel* m, const mjData* d, int i) {
+  int j = m->dof_jntid[i];
+  if (!m->jnt_actfrclimited[j]) return 0;
+  double f = 0;  // qfrc_actuator[i] before mj_fwdActuation clamps it
+  for (int a = 0; a < m->nu; a++)
+    for (int k = 0; k < m->actuator_outnum[a]; k++) {
+      int row = m->actuator_outadr[a] + k;
+      for (int adr = d->moment_rowadr[row]; adr < d->moment_rowadr[row] + d->moment_rownnz[row]; adr++)
+        if (d->moment_colind[adr] == i) f += d->actuator_moment[adr] * d->actuator_force[row];
+    }
+  const double* range = m->jnt_actfrcrange + 2 * j;
+  return f < range[0] || f > range[1] ? 1 : f == range[0] || f == range[1] ? 2 : 0;
+}
+
+// implicitfast: diag = -h * diag(qDeriv); returns 1 when the derivative is not diagonal here, or
+// when it cannot tell what MuJoCo's would be (a joint force exactly at its actuatorfrcrange bound).
 static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, char* why, int size) {
   int nv = m->nv;
   double h = m->opt.timestep;
@@ -529,6 +548,15 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
           return 1;
         }
         int adr = d->moment_rowadr[row];
+        int sat = joint_force_saturated(m, d, d->moment_colind[adr]);
+        if (sat == 1 && m->actuator_trntype[a] == mjTRN_JOINT) continue;  // clamped: no derivative
+        if (sat) {
+          char nm[128];
+          snprintf(why, size, "implicitfast: the force of actuator %s meets its joint's "
+                              "actuatorfrcrange %s", name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm),
+                   sat == 2 ? "exactly at a bound" : "through a non-joint transmission");
+          return 1;
+        }
         double g = d->actuator_moment[adr];
         diag[d->moment_colind[adr]] -= g * g * bias_vel;
       }
@@ -634,6 +662,7 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
   memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
   memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
   advance(m, d, dX + 2 * nv, dX + nv, dX);
+  memcpy(d->qacc, dX + nv, sizeof(double) * nv);  // as mj_RungeKutta: the stages' weighted qacc
   return EVAL_OK;
 }
 

@@ -34,6 +34,7 @@ static const model_case cases[] = {
     {CHAINFD_SCENES_DIR "/slide_hinge.xml", 1e-8, 1},
     {CHAINFD_PLUGIN_TESTS "/servo_arm_plugin.xml", 1e-9, 0},
     {CHAINFD_PLUGIN_TESTS "/actuation_plugin.xml", 1e-8, 0},
+    {CHAINFD_PLUGIN_TESTS "/actfrcrange_plugin.xml", 1e-8, 0},
     {"chain:12,random=1,seed=23,actuators=2,damping=0.1", 1e-8, 0},
     {"chain:20,random=1,seed=31,slide=0.3,damping=0.2,armature=0.05,stiffness=0.5,actuators=1", 1e-8, 0},
     {"chain:40,random=1,seed=25,multijoint=1,damping=0.1,armature=0.01", 1e-8, 1},
@@ -114,15 +115,17 @@ static void run_case(int ci, const model_case* mc) {
         if (!(e <= dqvel)) dqvel = e;
       }
       // the other outputs of the last step: act (absolute), qacc_warmstart, sensordata,
-      // qfrc_actuator and energy (relative). Measured at most 3.1e-13 (qacc_warmstart, 40 links)
+      // qfrc_actuator, energy and qacc (RK4: the stages' weighted sum, as MuJoCo leaves it)
+      // (relative). Measured at most 3.1e-13 (qacc_warmstart, 40 links)
       // on the CPU back ends; bounded at 1e-10.
       double dother = max_abs_diff(got->act, ref->act, m->na);
-      const double* pairs[4][2] = {{got->qacc_warmstart, ref->qacc_warmstart},
+      const double* pairs[5][2] = {{got->qacc_warmstart, ref->qacc_warmstart},
                                    {got->sensordata, ref->sensordata},
                                    {got->qfrc_actuator, ref->qfrc_actuator},
-                                   {got->energy, ref->energy}};
-      const int sizes[4] = {m->nv, m->nsensordata, m->nv, 2};
-      for (int p = 0; p < 4; p++) {
+                                   {got->energy, ref->energy},
+                                   {got->qacc, ref->qacc}};
+      const int sizes[5] = {m->nv, m->nsensordata, m->nv, 2, m->nv};
+      for (int p = 0; p < 5; p++) {
         double e = cfd_rel_err_inf(pairs[p][0], pairs[p][1], sizes[p]);
         if (!(e <= dother)) dother = e;
       }
@@ -135,7 +138,7 @@ static void run_case(int ci, const model_case* mc) {
       EXPECT(dqvel <= 100 * mc->tol_qpos, "%s %s %s: max |dqvel| %.3e", mc->source,
              integrators[k].name, name, dqvel);
       EXPECT(got->time == ref->time, "time %.17g vs %.17g", got->time, ref->time);
-      EXPECT(dother <= 1e-10, "%s %s %s: act, qacc_warmstart, sensordata, qfrc_actuator or energy "
+      EXPECT(dother <= 1e-10, "%s %s %s: act, qacc_warmstart, sensordata, qfrc_actuator, energy or qacc "
              "apart by %.3e", mc->source, integrators[k].name, name, dother);
       chainfd_stats st;
       chainfd_stepper_stats(s, &st);
