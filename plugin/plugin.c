@@ -16,9 +16,12 @@
 
 void cfd_set_last_error(const char* fmt, ...);
 
-// One per mjData: the stepper, or why the configuration is invalid.
+// One per mjData: the stepper, or why the configuration is invalid. owner: the mjData it was made
+// for. A copy of plugin_data made outside mj_copyData (an unpickled mjData holds its original's
+// pointer) names another owner: that mjData has no usable instance, and its destroy frees none.
 typedef struct cfd_instance {
   chainfd_stepper* stepper;  // NULL when the configuration is invalid
+  const mjData* owner;
   char config_error[640];
 } cfd_instance;
 
@@ -48,23 +51,25 @@ static int plugin_init(const mjModel* m, mjData* d, int instance) {
   // kept and reported by every chainfd_step / chainfd_forward
   inst->stepper = chainfd_stepper_create(m, &cfg, label, inst->config_error,
                                          sizeof inst->config_error);
+  inst->owner = d;
   d->plugin_data[instance] = (uintptr_t)inst;
   return 0;
 }
 
 static void plugin_destroy(mjData* d, int instance) {
   cfd_instance* inst = (cfd_instance*)d->plugin_data[instance];
-  if (!inst) return;
+  d->plugin_data[instance] = 0;
+  if (!inst || inst->owner != d) return;  // another mjData's (see cfd_instance)
   chainfd_stepper_free(inst->stepper);
   free(inst);
-  d->plugin_data[instance] = 0;
 }
 
 static void plugin_copy(mjData* dest, const mjModel* m, const mjData* src, int instance) {
   (void)m;
   cfd_instance* to = (cfd_instance*)dest->plugin_data[instance];
   const cfd_instance* from = (const cfd_instance*)src->plugin_data[instance];
-  if (to && from && to->stepper && from->stepper) chainfd_stepper_copy_stats(to->stepper, from->stepper);
+  if (to && from && to->owner == dest && from->owner == src && to->stepper && from->stepper)
+    chainfd_stepper_copy_stats(to->stepper, from->stepper);
 }
 
 // Nothing to reset: the stepper holds no simulation state, only the model's chain and scratch.
@@ -99,16 +104,31 @@ mjPLUGIN_LIB_INIT(chainfd) {
   registered_slot = mjp_registerPlugin(&plugin);
 }
 
-// The chainfd instance of (m, d): the first plugin instance of m that is chainfd.
-static cfd_instance* find_instance(const mjModel* m, const mjData* d) {
+// The chainfd instance of (m, d): the first plugin instance of m that is chainfd, where d holds a
+// chainfd instance too (d made from another model holds something else there); *foreign: d holds
+// another mjData's instance (see cfd_instance).
+static cfd_instance* find_instance(const mjModel* m, const mjData* d, int* foreign) {
+  *foreign = 0;
   for (int i = 0; i < m->nplugin; i++)
-    if (m->plugin[i] == registered_slot && i < d->nplugin)
-      return (cfd_instance*)d->plugin_data[i];
+    if (m->plugin[i] == registered_slot && i < d->nplugin && d->plugin[i] == registered_slot) {
+      cfd_instance* inst = (cfd_instance*)d->plugin_data[i];
+      if (inst && inst->owner != d) {
+        *foreign = 1;
+        return NULL;
+      }
+      return inst;
+    }
   return NULL;
 }
 
 static int lookup(const mjModel* m, const mjData* d, cfd_instance** out) {
-  cfd_instance* inst = find_instance(m, d);
+  int foreign;
+  cfd_instance* inst = find_instance(m, d, &foreign);
+  if (foreign) {
+    cfd_set_last_error("this mjData holds another mjData's chainfd state (copied outside "
+                       "mj_copyData, e.g. unpickled): make it with mj_makeData or mj_copyData");
+    return CHAINFD_ERR_NO_INSTANCE;
+  }
   if (!inst) {
     cfd_set_last_error("the model declares no chainfd plugin instance: add <extension><plugin "
                        "plugin=\"%s\"><instance name=\"...\"/></plugin></extension>",
@@ -136,7 +156,8 @@ int chainfd_step(const mjModel* m, mjData* d) {
 }
 
 int chainfd_get_stats(const mjModel* m, const mjData* d, chainfd_stats* stats) {
-  cfd_instance* inst = find_instance(m, d);
+  int foreign;
+  cfd_instance* inst = find_instance(m, d, &foreign);
   if (!inst) return CHAINFD_ERR_NO_INSTANCE;
   if (inst->stepper) {
     chainfd_stepper_stats(inst->stepper, stats);

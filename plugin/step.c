@@ -74,6 +74,11 @@ struct chainfd_stepper {
   int have_used;              // evaluate_ex computed qacc_used (GPU: with qacc, in one batch)
   double* diag;               // nv: joint-diagonal term of the integrator
   double* rk;                 // RK4: X[4] (nq+nv+na), F[4] (nv+na), dX (2nv+na)
+  // fallback=error: the step's starting state and warnings, put back when the step is refused
+  // after mj_checkPos / mj_checkVel / mj_checkAcc may have reset a bad state
+  double* saved;              // mjSTATE_INTEGRATION
+  mjWarningStat saved_warning[mjNWARNING];
+  int saved_valid;
 
   long long steps_chainfd, steps_mujoco, refusals;
   unsigned said;
@@ -246,7 +251,8 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
   s->qacc_used = malloc(sizeof(double) * (nv + 1));
   s->diag = malloc(sizeof(double) * (nv + 1));
   s->rk = malloc(sizeof(double) * (4 * (nq + nv + na) + 4 * (nv + na) + 2 * nv + na + 1));
-  if (!s->qacc_used || !s->diag || !s->rk) {
+  s->saved = malloc(sizeof(double) * ((size_t)mj_stateSize(m, mjSTATE_INTEGRATION) + 1));
+  if (!s->qacc_used || !s->diag || !s->rk || !s->saved) {
     chainfd_stepper_free(s);
     snprintf(err, err_size, "%s: out of memory", label);
     return NULL;
@@ -258,7 +264,7 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
 void chainfd_stepper_free(chainfd_stepper* s) {
   if (!s) return;
   cfd_solver_free(s->solver);
-  free(s->qacc_used); free(s->diag); free(s->rk);
+  free(s->qacc_used); free(s->diag); free(s->rk); free(s->saved);
   free(s);
 }
 
@@ -285,6 +291,10 @@ static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, 
                      const char* why) {
   snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
   if (s->cfg.fallback_error) {
+    if (step && s->saved_valid) {  // as the step found it, a bad state's reset undone
+      mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
+      memcpy(d->warning, s->saved_warning, sizeof s->saved_warning);
+    }
     s->refusals++;
     cfd_set_last_error("%s: cannot %s exactly (fallback=error): %s", s->label,
                        step ? "step" : "compute forward dynamics", why);
@@ -701,9 +711,15 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
 
 int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  s->saved_valid = 0;
   const char* why = static_refusal(s, m, 1);
   if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
 
+  if (s->cfg.fallback_error) {
+    mj_getState(m, d, s->saved, mjSTATE_INTEGRATION);
+    memcpy(s->saved_warning, d->warning, sizeof s->saved_warning);
+    s->saved_valid = 1;
+  }
   mj_checkPos(m, d);
   mj_checkVel(m, d);
   char msg[MSG_SIZE];

@@ -361,6 +361,31 @@ static void test_fallback(void) {
   expect_fallback("ball", "", "<body name=\"ballb\" pos=\"0 1 1\"><joint name=\"jb\" type=\"ball\"/>"
                   "<geom type=\"sphere\" size=\"0.05\"/></body>", "", 0.3, "ball joint", 1);
 
+  // fallback=error and a NaN qpos where the reset state (qpos0) has a contact: mj_checkPos resets
+  // the state before the contact is seen; the refusal must put it back, warnings included
+  {
+    mjModel* m = chain_model(fallback_error, "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>",
+                             "");
+    if (m) {
+      mjData* d = mj_makeData(m);
+      set_state(m, d, 0.3);
+      d->qpos[1] = NAN;
+      d->time = 5;
+      mjData* before = mj_copyData(NULL, m, d);
+      int status = chainfd_step(m, d);
+      printf("NaN qpos, contact after the reset, fallback=error -> %d: %s\n", status, chainfd_last_error());
+      EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "contacts"),
+             "a NaN qpos whose reset meets a contact: status %d", status);
+      EXPECT(same_state(m, d, before) && d->time == 5 &&
+             d->warning[mjWARN_BADQPOS].number == before->warning[mjWARN_BADQPOS].number,
+             "a refused step left the bad state's reset behind (time %g, warnings %d)", d->time,
+             d->warning[mjWARN_BADQPOS].number);
+      mj_deleteData(before);
+      mj_deleteData(d);
+      mj_deleteModel(m);
+    }
+  }
+
   // into a limit and out again: chainfd steps, MuJoCo steps, chainfd steps; still mj_step's result
   {
     mjModel* m = chain_model(fallback_mujoco, "gravity=\"0 0 0\"", "",
@@ -422,6 +447,34 @@ static void test_copy_reset(void) {
   EXPECT(same_state(m, b, fresh), "reset mjData steps as a new one");
   mj_deleteData(fresh);
   mj_deleteData(c);
+  mj_deleteData(b);
+  mj_deleteModel(m);
+}
+
+// mjData whose plugin slots do not hold this mjData's chainfd instance: another mjData's (as an
+// unpickled copy holds its original's pointer), or another plugin's (d made from another model).
+// A clear error, no crash, and deleting either frees nothing twice.
+static void test_foreign_instance(void) {
+  mjModel* m = load_file(CHAINFD_PLUGIN_TESTS "/servo_arm_plugin.xml");
+  if (!m) return;
+  mjData* a = mj_makeData(m);
+  mjData* b = mj_makeData(m);
+  uintptr_t own = b->plugin_data[0];
+  b->plugin_data[0] = a->plugin_data[0];  // as pickle.loads leaves it
+  int st = chainfd_step(m, b);
+  printf("another mjData's instance -> %s\n", chainfd_last_error());
+  EXPECT(st == CHAINFD_ERR_NO_INSTANCE && strstr(chainfd_last_error(), "another mjData"),
+         "another mjData's instance: status %d, %s", st, chainfd_last_error());
+  chainfd_stats stats;
+  EXPECT(chainfd_get_stats(m, b, &stats) == CHAINFD_ERR_NO_INSTANCE, "stats of a foreign instance");
+  b->plugin_data[0] = own;
+  int slot = b->plugin[0];
+  b->plugin[0] = slot + 1;  // another plugin in that slot
+  st = chainfd_step(m, b);
+  EXPECT(st == CHAINFD_ERR_NO_INSTANCE, "another plugin's slot: status %d", st);
+  b->plugin[0] = slot;
+  EXPECT(chainfd_step(m, a) == 0 && chainfd_step(m, b) == 0, "after: %s", chainfd_last_error());
+  mj_deleteData(a);
   mj_deleteData(b);
   mj_deleteModel(m);
 }
@@ -512,6 +565,7 @@ int main(void) {
   test_config_errors();
   test_fallback();
   test_copy_reset();
+  test_foreign_instance();
   test_threads();
   test_bad_state();
   TEST_EXIT();
