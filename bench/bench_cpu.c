@@ -206,7 +206,7 @@ static int bench_size(int n, const config* cfg, size_result* res) {
         memcpy(ref, d->qacc, sizeof(double) * nv);
       } else {
         double e = cfd_rel_err_inf(qacc, ref, nv);
-        if (!(e <= x->max_err)) x->max_err = e;
+        x->max_err = cfd_worst(x->max_err, e);
       }
     }
   }

@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cfd_math.h"
 #include "chain_gen.h"
 #include "chainfd_batch.h"
 #include "chainfd_rollout.h"
@@ -262,10 +263,10 @@ static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budg
       cfd_fd_fast_cpu(&s->chain, s->q + b * n, s->qd + b * n, s->tau + b * n, NULL, ref, w);
       double num = 0, den = 0;
       for (int i = 0; i < n; i++) {
-        num = fmax(num, fabs(hqacc[(size_t)b * n + i] - ref[i]));
-        den = fmax(den, fabs(ref[i]));
+        num = cfd_worst(num, fabs(hqacc[(size_t)b * n + i] - ref[i]));
+        den = cfd_worst(den, fabs(ref[i]));
       }
-      r.err = fmax(r.err, num / den);
+      r.err = cfd_worst(r.err, num / den);
     }
     free(ref); free(w);
     double walls[64], kernels[64];
@@ -862,7 +863,7 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
     double diff = 0;  // the split must not change a single trajectory
     for (size_t k = 0; ok && k < (size_t)B * (H + 1) * nx; k++) {
       double e = fabs(out1[k] - outN[k]);
-      if (!(e <= diff)) diff = e;
+      diff = cfd_worst(diff, e);
     }
     double t1[7], tN[7];
     int reps = 0;

@@ -125,11 +125,11 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
       }
       for (int i = 0; i < m->nq; i++) {
         double e = fabs(got->qpos[i] - ref->qpos[i]);
-        if (!(e <= dqpos)) dqpos = e;  // NaN propagates
+        dqpos = cfd_worst(dqpos, e);  // NaN propagates
       }
       for (int i = 0; i < m->nv; i++) {
         double e = fabs(got->qvel[i] - ref->qvel[i]);
-        if (!(e <= dqvel)) dqvel = e;
+        dqvel = cfd_worst(dqvel, e);
       }
     }
     int pass = done == steps && dqpos <= tol && dqvel <= 100 * tol;  // qvel: 100x, as the tests
@@ -254,13 +254,13 @@ int cfd_cmd_check(int argc, char** argv) {
       mj_mulM(m, d, Mhp, hp);
       double num = 0, den = 0;
       for (int i = 0; i < nv; i++) {
-        num = fmax(num, fabs(Mhp[i] - d->qfrc_smooth[i]));
-        den = fmax(den, fmax(fabs(Mhp[i]), fabs(d->qfrc_smooth[i])));
+        num = cfd_worst(num, fabs(Mhp[i] - d->qfrc_smooth[i]));
+        den = cfd_worst(den, fmax(fabs(Mhp[i]), fabs(d->qfrc_smooth[i])));
       }
       double r = den > 0 ? num / den : num;
-      if (!(r <= worst_resid)) worst_resid = r;
+      worst_resid = cfd_worst(worst_resid, r);
       double e = cfd_rel_err_inf(ref, hp, nv);
-      if (!(e <= worst_mj)) worst_mj = e;
+      worst_mj = cfd_worst(worst_mj, e);
       memcpy(all_q + (size_t)s * nv, q, sizeof(double) * nv);
       memcpy(all_qd + (size_t)s * nv, qd, sizeof(double) * nv);
       memcpy(all_tau + (size_t)s * nv, tau, sizeof(double) * nv);
@@ -275,9 +275,9 @@ int cfd_cmd_check(int argc, char** argv) {
         continue;
       }
       double e = cfd_rel_err_inf(got, ref, nv);
-      if (!(e <= worst[b])) worst[b] = e;
+      worst[b] = cfd_worst(worst[b], e);
       e = cfd_rel_err_inf(got, hp, nv);
-      if (!(e <= worst_ref[b])) worst_ref[b] = e;
+      worst_ref[b] = cfd_worst(worst_ref[b], e);
     }
     // inverse dynamics against mj_rne at a random acceleration
     for (int i = 0; i < nv; i++) qacc_in[i] = cfd_rng_uniform(&rng, -5, 5);
@@ -287,7 +287,7 @@ int cfd_cmd_check(int argc, char** argv) {
     cfd_solver_gather(base, m, d, &q, &qd, &tau);
     cfd_id_cpu(cfd_solver_chain(base), q, qd, qacc_in, tau_id, id_work);
     double e = cfd_rel_err_inf(tau_id, tau_mj, nv);
-    if (!(e <= worst_id)) worst_id = e;
+    worst_id = cfd_worst(worst_id, e);
   }
   // A back end passes when it matches MuJoCo within tol, or, where MuJoCo's own rounding error
   // (against the high-precision reference) exceeds tol, when it is within tol of the reference and
@@ -315,8 +315,8 @@ int cfd_cmd_check(int argc, char** argv) {
     } else {
       double wm = 0, wr = 0;
       for (int s = 0; s < states; s++) {
-        wm = fmax(wm, cfd_rel_err_inf(out + (size_t)s * nv, all_mj + (size_t)s * nv, nv));
-        wr = fmax(wr, cfd_rel_err_inf(out + (size_t)s * nv, all_hp + (size_t)s * nv, nv));
+        wm = cfd_worst(wm, cfd_rel_err_inf(out + (size_t)s * nv, all_mj + (size_t)s * nv, nv));
+        wr = cfd_worst(wr, cfd_rel_err_inf(out + (size_t)s * nv, all_hp + (size_t)s * nv, nv));
       }
       int pass = wm <= tol || (wr <= tol && wm <= 1.1 * worst_mj + tol);
       printf("%s max_rel_err=%.3e states=%d ref_err=%.3e%s\n", name, wm, states, wr,

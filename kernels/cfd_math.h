@@ -326,13 +326,18 @@ CFD_HD void cfd_chol6_solve_rdiag(const double* CFD_RESTRICT L, double* CFD_REST
 
 // ---- comparing results ---------------------------------------------------------------------------
 
+// The larger of a running worst error and a new one; NaN once either is NaN (an error measure that
+// a later finite value could overwrite would pass a NaN result).
+CFD_HD double cfd_worst(double worst, double e) {
+  return worst != worst || e != e ? NAN : e > worst ? e : worst;
+}
+
 // ||a - b||_inf / ||b||_inf (absolute when b is zero); NaN when either holds NaN: the error
 // measure of the tests, `chainfd check` and the benchmarks
 CFD_HD double cfd_rel_err_inf(const double* a, const double* b, int n) {
   double num = 0, den = 0;
   for (int i = 0; i < n; i++) {
-    double e = fabs(a[i] - b[i]);
-    if (!(e <= num)) num = e;
+    num = cfd_worst(num, fabs(a[i] - b[i]));
     if (fabs(b[i]) > den) den = fabs(b[i]);
   }
   return den > 0 ? num / den : num;

@@ -51,7 +51,7 @@ static double worst_state_err(const double* got, const double* ref, int B, int n
   double worst = 0;
   for (int b = 0; b < B; b++) {
     double e = cfd_rel_err_inf(got + (size_t)b * nv, ref + (size_t)b * nv, nv);
-    if (!(e <= worst)) worst = e;
+    worst = cfd_worst(worst, e);
   }
   return worst;
 }

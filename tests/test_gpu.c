@@ -148,7 +148,7 @@ static void test_case(const gpu_case* tc) {
         double e = cfd_rel_err_inf(got, ref, B * n);
         for (int b = 0; b < B; b++) {  // per state, not diluted by the batch's largest entry
           double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
-          if (!(eb <= e)) e = eb;
+          e = cfd_worst(e, eb);
         }
         // the CPU twin, on the first state (JSIIA's CPU twin is O(n^3): not at 4096 links)
         double et = -1;
@@ -181,7 +181,7 @@ static void test_case(const gpu_case* tc) {
         double es = 0;
         for (int b = 0; b < B; b++) {
           double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
-          if (!(eb <= es)) es = eb;
+          es = cfd_worst(es, eb);
         }
         // cuda.abia's split call against its CPU twin (cpu/abia_split_cpu.c), on the first state,
         // where the world warps' resident kernel takes it; where the scan kernel's two launches
@@ -264,7 +264,7 @@ static void test_abia_variants(int quick) {
       double e = 0;
       for (int b = 0; b < B; b++) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
-        if (!(eb <= e)) e = eb;
+        e = cfd_worst(e, eb);
       }
       char as[32] = "";
       if (ran != kinds[v].v) snprintf(as, sizeof as, " (ran as %d)", ran);
@@ -474,7 +474,7 @@ static void test_abia_scan(int quick) {
       double e = 0;
       for (int b = 0; b < B; b++) {
         double eb = cfd_rel_err_inf(got + (size_t)b * n, ref + (size_t)b * n, n);
-        if (!(eb <= e)) e = eb;
+        e = cfd_worst(e, eb);
       }
       // the twin with the same blocks, on the first and the last state
       int ts = 0;
@@ -484,7 +484,7 @@ static void test_abia_scan(int quick) {
         ts |= cfd_fd_abia_scan_cpu(&c, Lt, q + (size_t)b * n, qd + (size_t)b * n,
                                    tau + (size_t)b * n, ex + (size_t)b * n, twin, work);
         double eb = cfd_rel_err_inf(got + (size_t)b * n, twin, n);
-        if (!(eb <= et)) et = eb;
+        et = cfd_worst(et, eb);
       }
       printf("%-44s n=%-5d cuda.abia[scan, blocks of %d, groups %d] B=%d max_rel_err=%.2e "
              "twin_err=%.2e split_err=%.2e kernel=%.3f ms\n", chains[k].model, n, Lt, runs[j][2],

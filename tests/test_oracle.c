@@ -58,7 +58,7 @@ static void test_model(const char* spec) {
     cfd_mass_matrix_cpu(&c, q, M, work);
     free(q);
     double e = cfd_rel_err_inf(M, Mmj, nv * nv);
-    if (!(e <= worst_M)) worst_M = e;
+    worst_M = cfd_worst(worst_M, e);
     // joint-diagonal term: h * damping, as implicit damping adds it
     for (int i = 0; i < nv; i++) diag[i] = 0.002 * cfd_rng_uniform(&rng, 0, 50);
     mj_dense_solve(Mmj, diag, d->qfrc_smooth, ref, nv);
@@ -78,12 +78,12 @@ static void test_model(const char* spec) {
       int st = cfd_solver_qacc(sv, m, d, diag, got, err, sizeof err);
       EXPECT(st == 0, "%s %s: %s", spec, cfd_backend_get(b)->name, err);
       e = cfd_rel_err_inf(got, ref, nv);
-      if (!(e <= worst_diag[b])) worst_diag[b] = e;
+      worst_diag[b] = cfd_worst(worst_diag[b], e);
       if (b == 0) {  // cpu.fast: never refuses; the others are held to it
         memcpy(first, got, sizeof(double) * nv);
       } else {
         e = cfd_rel_err_inf(got, first, nv);
-        if (!(e <= worst_cross[b])) worst_cross[b] = e;
+        worst_cross[b] = cfd_worst(worst_cross[b], e);
       }
       cfd_solver_free(sv);
     }
@@ -127,7 +127,7 @@ static void test_equilibrium(void) {
     cfd_solver* sv = cfd_solver_create(m, cfd_backend_get(b)->name, err, sizeof err);
     int st = cfd_solver_qacc(sv, m, d, NULL, got, err, sizeof err);
     double big = 0;
-    for (int i = 0; i < m->nv; i++) big = fmax(big, fabs(got[i]));
+    for (int i = 0; i < m->nv; i++) big = cfd_worst(big, fabs(got[i]));
     printf("equilibrium %-10s status %d max|qacc| %.1e (MuJoCo %.1e)\n", cfd_backend_get(b)->name, st,
            big, fabs(d->qacc[0]));
     EXPECT(st == 0 && big <= 1e-9, "%s held at rest: status %d (%s), |qacc| %.3e",
@@ -166,8 +166,8 @@ static void test_far_angles(void) {
       int st = cfd_solver_qacc(fast, m, d, NULL, a, err, sizeof err) |
                cfd_solver_qacc(abia, m, d, NULL, b, err, sizeof err);
       EXPECT(st == 0, "%s far angles: %s", specs[k], err);
-      worst = fmax(worst, cfd_rel_err_inf(a, b, m->nv));
-      worst_mj = fmax(worst_mj, cfd_rel_err_inf(a, d->qacc, m->nv));
+      worst = cfd_worst(worst, cfd_rel_err_inf(a, b, m->nv));
+      worst_mj = cfd_worst(worst_mj, cfd_rel_err_inf(a, d->qacc, m->nv));
     }
     printf("far angles %s: cpu.fast vs cpu.abia %.2e, vs mj_forward %.2e\n", specs[k], worst, worst_mj);
     EXPECT(worst_mj <= 1e-11, "%s far angles: cpu.fast vs MuJoCo %.3e", specs[k], worst_mj);
@@ -245,13 +245,13 @@ static void test_aba_world(void) {
         int st = cfd_aba_world(jf ? &cj : &c, jf, q, qd, tau, s % 2 ? ex : NULL, a, 1, w, 1);
         EXPECT(st == 0, "%s: world ABA (jf %d) status %d", spec, jf, st);
         double e = cfd_rel_err_inf(a, ref, n);
-        if (!(e <= worst)) worst = e;
+        worst = cfd_worst(worst, e);
         // the split call's twin: the factors about each block's origin, then the host's half
         for (int i = 0; i < n; i++) a[i] = NAN;
         st = cfd_fd_abia_split_cpu(jf ? &cj : &c, jf, q, qd, tau, s % 2 ? ex : NULL, a, split_work);
         EXPECT(st == 0, "%s: split ABA (jf %d) status %d", spec, jf, st);
         e = cfd_rel_err_inf(a, ref, n);
-        if (!(e <= worst_split)) worst_split = e;
+        worst_split = cfd_worst(worst_split, e);
       }
     }
     printf("world ABA %s%s (n=%d): max_rel_err %.2e, split %.2e\n", spec,
@@ -380,7 +380,7 @@ static void test_abia_scan(void) {
         st |= cfd_fd_abia_scan_cpu(&c, L, q, qd, tau, extra, x, w);
         double e = cfd_rel_err_inf(x, ref, n);
         printf(" %d: %.2e", L, e);
-        if (!(e <= worst)) worst = e;
+        worst = cfd_worst(worst, e);
       }
       printf("\n");
       // 1e-11 up to 200 links, growing with the chain (measured: 2e-11 at 1024 links, 1.6e-11 at

@@ -18,7 +18,7 @@ static double rel_diff_nan(const double* a, const double* b, size_t count) {
     if (a[k] == b[k] || (isnan(a[k]) && isnan(b[k]))) continue;
     double e = isnan(a[k]) || isnan(b[k]) ? INFINITY
                                           : fabs(a[k] - b[k]) / fmax(1, fmax(fabs(a[k]), fabs(b[k])));
-    worst = fmax(worst, e);
+    worst = cfd_worst(worst, e);
   }
   return worst;
 }
@@ -82,8 +82,8 @@ static void against_mujoco_on(const char* spec, int integrator, int B, int H, do
       mj_step(m, d);
       chainfd_rollout_get_state(m, d, mj);
       const double* x = out + ((size_t)b * (H + 1) + t + 1) * 2 * n;
-      worst_pos = fmax(worst_pos, max_abs_diff(x, mj, n));
-      worst_vel = fmax(worst_vel, max_abs_diff(x + n, mj + n, n));
+      worst_pos = cfd_worst(worst_pos, max_abs_diff(x, mj, n));
+      worst_vel = cfd_worst(worst_vel, max_abs_diff(x + n, mj + n, n));
     }
   }
   printf("%-60s %-12s %s B=%d H=%d max_abs_dqpos=%.2e max_abs_dqvel=%.2e\n", spec,
@@ -139,7 +139,7 @@ static void gpu_against_cpu_edit(const char* spec, int integrator, int B, int H,
       // (autoreset off): only whether it is bad
       double e = 0;
       for (size_t k = 0; k < count; k += 2 * n)
-        e = fmax(e, plant == 2 && any_bad(a + k, 2 * n)
+        e = cfd_worst(e, plant == 2 && any_bad(a + k, 2 * n)
                         ? (any_bad(g + k, 2 * n) ? 0 : INFINITY)
                         : rel_diff_nan(a + k, g + k, 2 * n));
       if (plant) {
@@ -219,9 +219,9 @@ static void bad_states_against_mujoco(const char* spec, int integrator, int auto
       // a bad state left to run (no autoreset) soon has angles so large that their rounding
       // decides their sines: from then on only whether the state is bad can be compared
       if (!autoreset && state_warned)
-        worst = fmax(worst, any_bad(x, 2 * n) != any_bad(mj, 2 * n) ? INFINITY : 0);
+        worst = cfd_worst(worst, any_bad(x, 2 * n) != any_bad(mj, 2 * n) ? INFINITY : 0);
       else
-        worst = fmax(worst, rel_diff_nan(x, mj, 2 * n));
+        worst = cfd_worst(worst, rel_diff_nan(x, mj, 2 * n));
     }
     EXPECT(counts[b] == warned, "%s instance %d: %d warnings, mj_step %d", spec, b, counts[b], warned);
     EXPECT((b == 0) == (warned == 0), "%s instance %d: planted %s, but %d warnings", spec, b,
@@ -293,8 +293,8 @@ static void extended_against_mujoco(int integrator) {
       mj_step(ml, d);
       chainfd_rollout_get_state(ml, d, mj);
       const double* x = out + ((size_t)b * (H + 1) + t + 1) * 2 * n;
-      worst_pos = fmax(worst_pos, max_abs_diff(x, mj, n));
-      worst_vel = fmax(worst_vel, max_abs_diff(x + n, mj + n, n));
+      worst_pos = cfd_worst(worst_pos, max_abs_diff(x, mj, n));
+      worst_vel = cfd_worst(worst_vel, max_abs_diff(x + n, mj + n, n));
       if (t % 25 == 24) {  // poses: MuJoCo's at the same qpos, the pivot's height apart
         mj_kinematics(ml, d);
         chainfd_rollout_link_poses(r, x, xpos, xmat);
@@ -302,9 +302,9 @@ static void extended_against_mujoco(int integrator) {
         for (int i = 0; i < n; i++) {
           const double* mp = d->xpos + 3 * c.body[i];
           const double* mm = d->xmat + 9 * c.body[i];
-          double e = fmax(fmax(fabs(xpos[3 * i] - mp[0]), fabs(xpos[3 * i + 1] - mp[1])),
-                          fabs(xpos[3 * i + 2] + lift - mp[2]));
-          worst_pose = fmax(worst_pose, fmax(e, max_abs_diff(xmat + 9 * i, mm, 9)));
+          double e = cfd_worst(cfd_worst(fabs(xpos[3 * i] - mp[0]), fabs(xpos[3 * i + 1] - mp[1])),
+                               fabs(xpos[3 * i + 2] + lift - mp[2]));
+          worst_pose = cfd_worst(worst_pose, cfd_worst(e, max_abs_diff(xmat + 9 * i, mm, 9)));
         }
         EXPECT(fabs(lift - 3.0) <= 1e-12, "the pivots are %g m apart, not 3", lift);
       }

@@ -32,7 +32,7 @@ static inline double max_abs_diff(const double* a, const double* b, size_t n) {
   double e = 0;
   for (size_t i = 0; i < n; i++) {
     double x = fabs(a[i] - b[i]);
-    if (!(x <= e)) e = x;
+    e = cfd_worst(e, x);
   }
   return e;
 }

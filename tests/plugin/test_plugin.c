@@ -146,7 +146,7 @@ static void test_scenes(void) {
         EXPECT(status == 0, "%s step %d: %s", short_name, t, chainfd_last_error());
         if (status) break;
         double e = max_abs_diff(got->qpos, ref->qpos, m->nq);
-        if (!(e <= dq)) dq = e;
+        dq = cfd_worst(dq, e);
       }
       printf("%-28s %-12s max |dqpos| = %.3e over 100 steps\n", short_name, kind_names[k], dq);
       EXPECT(dq <= scenes[sc].tol, "%s %s: max |dqpos| %.3e", short_name, kind_names[k], dq);
@@ -399,7 +399,7 @@ static void test_fallback(void) {
         mj_step(m, ref);
         EXPECT(chainfd_step(m, d) == 0, "limit run: %s", chainfd_last_error());
         double e = max_abs_diff(d->qpos, ref->qpos, m->nq);
-        if (!(e <= dq)) dq = e;
+        dq = cfd_worst(dq, e);
       }
       chainfd_stats st;
       chainfd_get_stats(m, d, &st);

@@ -110,9 +110,9 @@ static void run_case(int ci, const model_case* mc) {
                chainfd_last_error());
         if (status) break;
         double e = max_abs_diff(got->qpos, ref->qpos, m->nq);
-        if (!(e <= dqpos)) dqpos = e;
+        dqpos = cfd_worst(dqpos, e);
         e = max_abs_diff(got->qvel, ref->qvel, m->nv);
-        if (!(e <= dqvel)) dqvel = e;
+        dqvel = cfd_worst(dqvel, e);
       }
       // the other outputs of the last step: act (absolute), qacc_warmstart, sensordata,
       // qfrc_actuator, energy and qacc (RK4: the stages' weighted sum, as MuJoCo leaves it)
@@ -127,7 +127,7 @@ static void run_case(int ci, const model_case* mc) {
       const int sizes[5] = {m->nv, m->nsensordata, m->nv, 2, m->nv};
       for (int p = 0; p < 5; p++) {
         double e = cfd_rel_err_inf(pairs[p][0], pairs[p][1], sizes[p]);
-        if (!(e <= dother)) dother = e;
+        dother = cfd_worst(dother, e);
       }
       worst_table[ci][k][b] = dqpos;
       compared++;
