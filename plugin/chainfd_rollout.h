@@ -57,7 +57,9 @@ CHAINFD_API int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const doub
 // MuJoCo would build it longer). The state is x = [qpos (links); qvel (links)], link i's entry
 // being a value of the model joint it repeats (chainfd_rollout_link_dof); the steps are those of
 // chainfd_rollout_create's rollouts. m takes no actuators here (the repeats would need controls
-// of their own) and needs at least 2 links.
+// of their own) and needs at least 2 links, the second on a body of its own (the repeat begins a
+// body); links is at most CHAINFD_MAX_EXTENDED_LINKS.
+#define CHAINFD_MAX_EXTENDED_LINKS (1 << 22)  // 4,194,304 links: 1.6 GB of chain on the host
 CHAINFD_API int chainfd_rollout_create_extended(const mjModel* m, int links, int device,
                                                 chainfd_rollout** out, char* err, int err_size);
 // The rollout's links: its state is [qpos (links); qvel (links)].

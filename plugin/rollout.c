@@ -139,7 +139,8 @@ static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
   cfd_rollout_params* p = &r->params;
   const double* from[4] = {p->qpos0, p->stiffness, p->springref, p->damping};
   for (int k = 0; k < 4; k++)
-    for (int i = 0; i < links; i++) data[(size_t)k * links + i] = from[k][i ? 1 + (i - 1) % (r->n - 1) : 0];
+    for (size_t i = 0; i < (size_t)links; i++)
+      data[(size_t)k * links + i] = from[k][i ? 1 + (i - 1) % (size_t)(r->n - 1) : 0];
   p->n = r->n = links;
   p->qpos0 = data;
   p->stiffness = data + links;
@@ -170,6 +171,13 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   if (links > 0 && r->chain.n < 2) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "extending a chain takes at least two links to repeat from");
+  }
+  if (links > 0 && r->chain.body[1] == r->chain.body[0]) {  // the repeat must start a body
+    char why[256];
+    snprintf(why, sizeof why, "body '%s' carries the chain's first two joints: the repeated links "
+             "would begin inside it", name(m, mjOBJ_BODY, r->chain.body[0]));
+    chainfd_rollout_free(r);
+    return refuse(err, err_size, "%s", why);
   }
   int n = r->chain.n, nu = m->nu;
   r->n = n;
@@ -271,9 +279,10 @@ int chainfd_rollout_create(const mjModel* m, int device, chainfd_rollout** out, 
 
 int chainfd_rollout_create_extended(const mjModel* m, int links, int device, chainfd_rollout** out,
                                     char* err, int err_size) {
-  if (links < 2) {
+  if (links < 2 || links > CHAINFD_MAX_EXTENDED_LINKS) {
     *out = NULL;
-    return refuse(err, err_size, "an extended chain needs at least 2 links (got %d)", links);
+    return refuse(err, err_size, "an extended chain needs 2 to %d links (got %d)",
+                  CHAINFD_MAX_EXTENDED_LINKS, links);
   }
   return create(m, links, device, out, err, err_size);
 }

@@ -253,19 +253,59 @@ static void refused(const char* spec, int integrator, const char* word) {
   mj_deleteModel(m);
 }
 
-// Extended chains (chainfd_rollout_create_extended): a regular chain of 11 links extended to 41
-// against the regular chain of 41 links that MuJoCo compiles (the same links; only the height of
-// the pivot differs, which no joint-space quantity sees): the rollout against mj_step on the long
-// model, state by state, and the links' world poses against its xpos and xmat (less that pivot
-// height). Extended to its own length, a chain rolls out bit for bit as chainfd_rollout_create's.
+// Extended chains (chainfd_rollout_create_extended) against the chain MuJoCo compiles of the same
+// links: a regular chain of 11 links extended to 41 against the regular chain of 41 (only the
+// height of the pivot differs, which no joint-space quantity sees), and a chain whose links 1 .. 3
+// differ in everything a link carries (axis, hinge or slide, offset, mass, inertia, damping,
+// stiffness, spring reference, armature, joint zero) extended to 19 against the MJCF repeating
+// them (pattern_chain). The rollout against mj_step on the long model, state by state, and the
+// links' world poses against its xpos and xmat (less the pivots' height difference). Extended to
+// its own length, a chain rolls out bit for bit as chainfd_rollout_create's.
 static const char* ext_short = "chain:11,damping=0.1,armature=0.01,stiffness=0.5";
 static const char* ext_long = "chain:41,damping=0.1,armature=0.01,stiffness=0.5";
 
-static void extended_against_mujoco(int integrator) {
+// An MJCF chain of `links` links: link 0, then links 1, 2, 3 of a pattern repeated.
+static mjModel* pattern_chain(int links) {
+  static const struct {
+    const char *type, *axis, *pos;
+    double mass, ixx, iyy, izz, damping, stiffness, springref, armature, ref;
+  } pat[3] = {{"hinge", "0 0 1", "0.2 0 0", 0.3, 2e-3, 3e-3, 4e-3, 0.05, 0.4, 0.2, 0.01, 0.1},
+              {"slide", "0.6 0 0.8", "0.15 0.02 0", 0.2, 1e-3, 2e-3, 1.5e-3, 0.3, 5.0, -0.05, 0.02, 0.03},
+              {"hinge", "0 1 0", "0.25 0 0.01", 0.45, 4e-3, 2e-3, 3e-3, 0.02, 0.0, 0.0, 0.005, -0.2}};
+  size_t size = 4096 + 512 * (size_t)links, len = 0;
+  char* xml = malloc(size);
+  len += snprintf(xml + len, size - len, "<mujoco><option timestep=\"0.002\"/><worldbody>");
+  for (int i = 0; i < links; i++) {
+    if (i == 0) {
+      len += snprintf(xml + len, size - len, "<body pos=\"0 0 1\"><joint axis=\"0 1 0\" damping=\"0.1\"/>"
+                      "<inertial pos=\"0.1 0 0\" mass=\"0.5\" diaginertia=\"1e-3 4e-3 4e-3\"/>");
+      continue;
+    }
+    int k = (i - 1) % 3;
+    len += snprintf(xml + len, size - len,
+                    "<body pos=\"%s\"><joint type=\"%s\" axis=\"%s\" damping=\"%g\" stiffness=\"%g\" "
+                    "springref=\"%g\" armature=\"%g\" ref=\"%g\"/><inertial pos=\"0.05 0.01 0\" "
+                    "mass=\"%g\" diaginertia=\"%g %g %g\"/>", pat[k].pos, pat[k].type, pat[k].axis,
+                    pat[k].damping, pat[k].stiffness, pat[k].springref, pat[k].armature, pat[k].ref,
+                    pat[k].mass, pat[k].ixx, pat[k].iyy, pat[k].izz);
+  }
+  for (int i = 0; i < links; i++) len += snprintf(xml + len, size - len, "</body>");
+  snprintf(xml + len, size - len, "</worldbody></mujoco>");
   char err[1024];
-  mjModel* ms = cfd_load_model(ext_short, err, sizeof err);
-  mjModel* ml = cfd_load_model(ext_long, err, sizeof err);
-  EXPECT(ms && ml, "%s", err);
+  mjSpec* spec = mj_parseXMLString(xml, NULL, err, sizeof err);
+  free(xml);
+  EXPECT(spec != NULL, "pattern chain: %s", err);
+  if (!spec) return NULL;
+  mjModel* m = mj_compile(spec, NULL);
+  EXPECT(m != NULL, "pattern chain: %s", mjs_getError(spec));
+  mj_deleteSpec(spec);
+  return m;
+}
+
+static void extended_against_mujoco(mjModel* ms, mjModel* ml, const char* what, double lift_want,
+                                    int integrator) {
+  char err[1024];
+  EXPECT(ms && ml, "%s: models", what);
   if (!ms || !ml) return;
   ms->opt.integrator = ml->opt.integrator = integrator;
   int n = ml->nv, B = 3, H = 100;
@@ -273,9 +313,10 @@ static void extended_against_mujoco(int integrator) {
   EXPECT(chainfd_rollout_create_extended(ms, n, CHAINFD_CPU, &r, err, sizeof err) == 0, "%s", err);
   if (!r) return;
   EXPECT(chainfd_rollout_links(r) == n, "links %d", chainfd_rollout_links(r));
-  EXPECT(chainfd_rollout_link_dof(r, 0) == 0 && chainfd_rollout_link_dof(r, 10) == 10 &&
-         chainfd_rollout_link_dof(r, 11) == 1 && chainfd_rollout_link_dof(r, 40) == 10 &&
-         chainfd_rollout_link_dof(r, 41) == -1, "link_dof: which model dof each link repeats");
+  int dofs_ok = chainfd_rollout_link_dof(r, n) == -1 && chainfd_rollout_link_dof(r, -1) == -1;
+  for (int i = 0; i < n; i++)  // link 0, then the model's links 1 .. nv - 1 over and over
+    dofs_ok &= chainfd_rollout_link_dof(r, i) == (i ? 1 + (i - 1) % (ms->nv - 1) : 0);
+  EXPECT(dofs_ok, "%s: link_dof: which model dof each link repeats", what);
   mjData* d = mj_makeData(ml);
   double* init = malloc(sizeof(double) * B * 2 * n);
   double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
@@ -306,21 +347,18 @@ static void extended_against_mujoco(int integrator) {
                                fabs(xpos[3 * i + 2] + lift - mp[2]));
           worst_pose = cfd_worst(worst_pose, cfd_worst(e, max_abs_diff(xmat + 9 * i, mm, 9)));
         }
-        EXPECT(fabs(lift - 3.0) <= 1e-12, "the pivots are %g m apart, not 3", lift);
+        EXPECT(fabs(lift - lift_want) <= 1e-12, "the pivots are %g m apart, not %g", lift, lift_want);
       }
     }
   }
-  printf("%s extended to %d links against %s: %s max_abs_dqpos=%.2e max_abs_dqvel=%.2e "
-         "poses=%.2e\n", ext_short, n, ext_long, integrator == mjINT_EULER ? "Euler" : "implicitfast",
-         worst_pos, worst_vel, worst_pose);
+  printf("%s, extended to %d links: %s max_abs_dqpos=%.2e max_abs_dqvel=%.2e poses=%.2e\n", what,
+         n, integrator == mjINT_EULER ? "Euler" : "implicitfast", worst_pos, worst_vel, worst_pose);
   EXPECT(worst_pos <= 1e-9 && worst_vel <= 1e-7, "extended: qpos %.3e, qvel %.3e", worst_pos, worst_vel);
   EXPECT(worst_pose <= 1e-12, "extended: link poses %.3e", worst_pose);
   cfd_chain_free(&c);
   chainfd_rollout_free(r);
   free(init); free(out); free(mj); free(xpos);
   mj_deleteData(d);
-  mj_deleteModel(ms);
-  mj_deleteModel(ml);
 }
 
 static void extended_checks(void) {
@@ -346,7 +384,7 @@ static void extended_checks(void) {
   chainfd_rollout* r;
   m = cfd_load_model(ext_short, err, sizeof err);
   EXPECT(chainfd_rollout_create_extended(m, 1, CHAINFD_CPU, &r, err, sizeof err) != 0 && !r &&
-         strstr(err, "at least 2"), "1 link: %s", err);
+         strstr(err, "2 to"), "1 link: %s", err);
   printf("refused: %s\n", err);
   mj_deleteModel(m);
   m = cfd_load_model("chain:6,actuators=1", err, sizeof err);
@@ -359,6 +397,11 @@ static void extended_checks(void) {
          strstr(err, "two links"), "one link: %s", err);
   printf("refused: %s\n", err);
   mj_deleteModel(m);
+  m = cfd_load_model(CHAINFD_TEST_MODELS "/multi_joint_root.xml", err, sizeof err);
+  EXPECT(m && chainfd_rollout_create_extended(m, 100, CHAINFD_CPU, &r, err, sizeof err) != 0 &&
+         !r && strstr(err, "'root'"), "a first body with two joints: %s", err);
+  printf("refused: %s\n", err);
+  if (m) mj_deleteModel(m);
 }
 
 // the GPU rollout of an extended chain against the CPU's: 3000 links (each step's dynamics by the
@@ -535,8 +578,19 @@ int main(int argc, char** argv) {
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
   refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");
-  extended_against_mujoco(mjINT_EULER);
-  extended_against_mujoco(mjINT_IMPLICITFAST);
+  {
+    char err[1024];
+    mjModel* ms = cfd_load_model(ext_short, err, sizeof err);
+    mjModel* ml = cfd_load_model(ext_long, err, sizeof err);
+    mjModel* ps = pattern_chain(4);
+    mjModel* pl = pattern_chain(19);
+    for (int k = 0; k < 2; k++) {
+      int integrator = k ? mjINT_IMPLICITFAST : mjINT_EULER;
+      extended_against_mujoco(ms, ml, "chain:11 (regular) against chain:41", 3.0, integrator);
+      extended_against_mujoco(ps, pl, "a 4-link pattern chain against the 19-link one", 0.0, integrator);
+    }
+    mj_deleteModel(ms); mj_deleteModel(ml); mj_deleteModel(ps); mj_deleteModel(pl);
+  }
   extended_checks();
   TEST_EXIT();
 }

@@ -62,8 +62,8 @@ int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out) {
 int cfd_chain_extend(const cfd_chain* base, int n, cfd_chain* out) {
   if (base->n < 2 || n < 1) return CFD_ERR_ALLOC;
   if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
-  for (int i = 0; i < n; i++) {
-    int k = i == 0 ? 0 : 1 + (i - 1) % (base->n - 1);
+  for (size_t i = 0; i < (size_t)n; i++) {
+    size_t k = i == 0 ? 0 : 1 + (i - 1) % (size_t)(base->n - 1);
     memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
     memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
     memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
