@@ -99,7 +99,7 @@ int cfv_sim_find(cfv_sim* s, const char* name, char* err, int err_size) {
     snprintf(why, sizeof why, "it resolves to '%s', which cannot run here", resolved);
   }
   int len = snprintf(err, err_size, "unknown dynamics '%s' (%s); available:", name, why);
-  for (int i = 0; i < s->ndyn && len < err_size; i++)
+  for (int i = s->ext ? 1 : 0; i < s->ndyn && len < err_size; i++)  // (extended: never MuJoCo)
     len += snprintf(err + len, err_size - len, " %s", s->dyn_name[i]);
   if (s->unavailable[0] && len < err_size)
     snprintf(err + len, err_size - len, "; not here: %s", s->unavailable);
@@ -190,15 +190,29 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
   int extend = mj_name2id(m, mjOBJ_NUMERIC, "chainfd_extend");
   if (extend >= 0) {
     double links = m->numeric_size[extend] >= 1 ? m->numeric_data[m->numeric_adr[extend]] : 0;
-    if (!(links >= 2 && links <= 1 << 20 && links == floor(links))) {
-      snprintf(err, err_size, "chainfd_extend: %g is not a number of links (2 to 2^20)", links);
+    if (!(links >= 2 && links <= CHAINFD_MAX_EXTENDED_LINKS && links == floor(links))) {
+      snprintf(err, err_size, "chainfd_extend: %g is not a number of links (2 to %d)", links,
+               CHAINFD_MAX_EXTENDED_LINKS);
+      return 1;
+    }
+    if (links <= s->links) {
+      snprintf(err, err_size, "chainfd_extend: %g links is no longer than the model's own %d",
+               links, s->links);
       return 1;
     }
     int gpu = 0;
     for (int i = 0; i < s->ndyn; i++) gpu |= !strcmp(s->dyn_name[i], "cuda.abia");
     for (int i = 1; i < s->ndyn; i++) chainfd_stepper_free(s->stepper[i]);
     memset(s->stepper, 0, sizeof s->stepper);
-    s->unavailable[0] = 0;
+    // of the reasons a back end is not offered, only cuda.abia's still matter
+    char* abia = strstr(s->unavailable, "cuda.abia (");
+    char kept[2 * CFV_MSG] = "";
+    if (abia) {
+      snprintf(kept, sizeof kept, "%s", abia);
+      char* end = strstr(kept, "); ");
+      if (end) end[1] = 0;
+    }
+    snprintf(s->unavailable, sizeof s->unavailable, "%s", kept);
     if (init_extended(s, (int)links, gpu, err, err_size)) return 1;
     s->current = 1;
     if (backend && !strcmp(backend, "mujoco")) {

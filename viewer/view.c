@@ -73,6 +73,9 @@ typedef struct viewer {
   // an extended chain's drawing (add_extended_chain): each model geom's look as MuJoCo drew it
   mjvGeom* ext_look;  // [ngeom]
   char* ext_have;     // [ngeom]: the scene had that geom
+  double* ext_rel;    // [nbody][12]: each body's pose (R, p) in the frame of the body it is welded to
+  int* ext_next;      // [nbody]: the next body welded to the same body (-1: none), from ...
+  int* ext_first;     // [nbody]: ... the first body welded to this one (itself when it moves)
 
   // real-time sync
   double draw_time;  // wall seconds the last frame took to draw and swap
@@ -116,6 +119,48 @@ static GLFWwindow* open_window(int width, int height, int visible, const char* t
   return w;
 }
 
+// An extended chain's drawing: which bodies are welded to each moving body and where, and how many
+// geoms its links draw; -1 when out of memory (then the model's own chain is drawn).
+static long init_extended_drawing(viewer* v) {
+  const mjModel* m = v->sim->m;
+  cfv_sim* s = v->sim;
+  size_t nb = (size_t)m->nbody;
+  v->ext_look = calloc((size_t)m->ngeom + 1, sizeof(mjvGeom));
+  v->ext_have = calloc((size_t)m->ngeom + 1, 1);
+  v->ext_rel = malloc(sizeof(double) * 12 * nb);
+  v->ext_next = malloc(sizeof(int) * 2 * nb);
+  if (!v->ext_look || !v->ext_have || !v->ext_rel || !v->ext_next) return -1;
+  v->ext_first = v->ext_next + nb;
+  for (size_t b = 0; b < nb; b++) v->ext_first[b] = v->ext_next[b] = -1;
+  for (int b = (int)nb - 1; b > 0; b--) {  // parents come before children: a list in body order
+    int w = m->body_weldid[b];
+    double* rel = v->ext_rel + 12 * b;
+    if (w == b || w == 0) {
+      mju_copy(rel, (const mjtNum[9]){1, 0, 0, 0, 1, 0, 0, 0, 1}, 9);
+      mju_zero3(rel + 9);
+    }
+    if (w == 0) continue;
+    v->ext_next[b] = v->ext_first[w];
+    v->ext_first[w] = b;
+  }
+  for (int b = 1; b < (int)nb; b++) {  // a welded body's pose in its weld body's frame
+    int w = m->body_weldid[b], parent = m->body_parentid[b];
+    if (w == 0 || w == b) continue;
+    double R[9], *rel = v->ext_rel + 12 * b;
+    const double* prel = v->ext_rel + 12 * parent;
+    mju_quat2Mat(R, m->body_quat + 4 * b);
+    mju_mulMatMat(rel, prel, R, 3, 3, 3);
+    mju_mulMatVec3(rel + 9, prel, m->body_pos + 3 * b);
+    mju_addTo3(rel + 9, prel + 9);
+  }
+  long count = 0;
+  for (int i = 0; i < s->links; i++) {
+    int body = m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i)];
+    for (int b = v->ext_first[body]; b >= 0; b = v->ext_next[b]) count += m->body_geomnum[b];
+  }
+  return count;
+}
+
 static void init_scene(viewer* v, int fontscale) {
   const mjModel* m = v->sim->m;
   mjv_defaultFreeCamera(m, &v->cam);
@@ -133,15 +178,13 @@ static void init_scene(viewer* v, int fontscale) {
   if (v->o->hide_moving) v->opt.geomgroup[HIDDEN_GROUP] = 0;
   mjv_defaultPerturb(&v->pert);
   mjv_defaultScene(&v->scn);
-  int ext_geoms = 0;  // an extended chain's links draw their bodies' geoms
   cfv_sim* s = v->sim;
-  for (int i = 0; s->ext && i < s->links; i++)
-    ext_geoms += m->body_geomnum[m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i)]];
-  if (s->ext) {
-    v->ext_look = calloc((size_t)m->ngeom + 1, sizeof(mjvGeom));
-    v->ext_have = calloc((size_t)m->ngeom + 1, 1);
+  long ext_geoms = s->ext ? init_extended_drawing(v) : 0;
+  if (ext_geoms < 0) {
+    fprintf(stderr, "chainfd-view: out of memory for drawing the extended chain; drawing the model's\n");
+    ext_geoms = 0;
   }
-  mjv_makeScene(m, &v->scn, 2 * m->ngeom + ext_geoms + 2000);
+  mjv_makeScene(m, &v->scn, (int)(2 * m->ngeom + ext_geoms + 2000));
   mjr_defaultContext(&v->con);
   mjr_makeContext(m, &v->con, fontscale);
 }
@@ -149,6 +192,8 @@ static void init_scene(viewer* v, int fontscale) {
 static void free_scene(viewer* v) {
   free(v->ext_look);
   free(v->ext_have);
+  free(v->ext_rel);
+  free(v->ext_next);
   mjv_freeScene(&v->scn);
   mjr_freeContext(&v->con);
 }
@@ -303,12 +348,14 @@ static void draw_overlay(viewer* v, mjrRect rect) {
 }
 
 // An extended chain (cfv_sim.ext): the scene's geoms of the model's moving bodies give way to the
-// extended chain's links, each drawing the geoms of the body it repeats as MuJoCo drew them there,
-// moved to the link's pose (a link's frame is its body's). Not selectable: they are no model body.
+// extended chain's links, each drawing the geoms of the body it repeats, and of the bodies welded
+// to that one, as MuJoCo drew them there, moved to the link's pose (a link's frame is its body's).
+// Not selectable: they are no model body.
 static void add_extended_chain(viewer* v) {
   cfv_sim* s = v->sim;
   const mjModel* m = s->m;
   mjvScene* scn = &v->scn;
+  if (!v->ext_next) return;  // out of memory at init: the model's own chain stays drawn
   memset(v->ext_have, 0, (size_t)m->ngeom);
   int kept = 0;
   for (int i = 0; i < scn->ngeom; i++) {
@@ -324,23 +371,31 @@ static void add_extended_chain(viewer* v) {
   const double* xmat;
   const double* xpos = cfv_sim_ext_poses(s, &xmat);
   for (int i = 0; i < s->links; i++) {
-    int body = m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i)];
-    // a body with several joints is several links: its geoms go with the last of them
-    if (i + 1 < s->links && m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i + 1)] == body)
+    int dof = chainfd_rollout_link_dof(s->ext_cpu, i), body = m->dof_bodyid[dof];
+    // a body with several joints is several links in a row: its geoms go with the last of them
+    if (i + 1 < s->links && chainfd_rollout_link_dof(s->ext_cpu, i + 1) == dof + 1 &&
+        m->dof_bodyid[dof + 1] == body)
       continue;
-    for (int g = m->body_geomadr[body]; g < m->body_geomadr[body] + m->body_geomnum[body]; g++) {
-      if (!v->ext_have[g] || scn->ngeom >= scn->maxgeom) continue;
-      mjvGeom* out = scn->geoms + scn->ngeom;
-      *out = v->ext_look[g];
-      double R[9], gR[9], p[3];
-      mju_quat2Mat(gR, m->geom_quat + 4 * g);
-      mju_mulMatMat(R, xmat + 9 * i, gR, 3, 3, 3);
-      mju_mulMatVec3(p, xmat + 9 * i, m->geom_pos + 3 * g);
-      for (int k = 0; k < 3; k++) out->pos[k] = (float)(p[k] + xpos[3 * i + k]);
-      for (int k = 0; k < 9; k++) out->mat[k] = (float)R[k];
-      out->objtype = mjOBJ_UNKNOWN;
-      out->objid = -1;
-      out->segid = scn->ngeom++;
+    for (int b = v->ext_first[body]; b >= 0; b = v->ext_next[b]) {
+      double Rb[9], pb[3];  // body b's world pose: the link's, then b's offset in it
+      const double* rel = v->ext_rel + 12 * b;
+      mju_mulMatMat(Rb, xmat + 9 * i, rel, 3, 3, 3);
+      mju_mulMatVec3(pb, xmat + 9 * i, rel + 9);
+      mju_addTo3(pb, xpos + 3 * i);
+      for (int g = m->body_geomadr[b]; g < m->body_geomadr[b] + m->body_geomnum[b]; g++) {
+        if (!v->ext_have[g] || scn->ngeom >= scn->maxgeom) continue;
+        mjvGeom* out = scn->geoms + scn->ngeom;
+        *out = v->ext_look[g];
+        double R[9], gR[9], p[3];
+        mju_quat2Mat(gR, m->geom_quat + 4 * g);
+        mju_mulMatMat(R, Rb, gR, 3, 3, 3);
+        mju_mulMatVec3(p, Rb, m->geom_pos + 3 * g);
+        for (int k = 0; k < 3; k++) out->pos[k] = (float)(p[k] + pb[k]);
+        for (int k = 0; k < 9; k++) out->mat[k] = (float)R[k];
+        out->objtype = mjOBJ_UNKNOWN;
+        out->objid = -1;
+        out->segid = scn->ngeom++;
+      }
     }
   }
 }
@@ -371,12 +426,11 @@ static void hide_moving_geoms(mjModel* m) {
 
 // --- the window: input ----------------------------------------------------------------------------------
 
-static void next_dynamics(viewer* v, int step) {
+static void next_dynamics(viewer* v, int step, int cycle) {
   cfv_sim* s = v->sim;
   char err[CFV_MSG];
-  // cycling (step +-1) goes past a dynamics that cannot be selected (MuJoCo for an extended
-  // chain); a number key that names one says why
-  int cycle = step == 1 || step == -1;
+  // cycling goes past a dynamics that cannot be selected (MuJoCo for an extended chain); a number
+  // key that names one says why
   for (int tries = 0; tries < s->ndyn; tries++, step += step < 0 ? -1 : 1) {
     int i = ((s->current + step) % s->ndyn + s->ndyn) % s->ndyn;
     if (!cfv_sim_select(s, i, err, sizeof err)) {
@@ -415,7 +469,7 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
       say("reset");
       break;
     case GLFW_KEY_B:
-      if (action == GLFW_PRESS) next_dynamics(v, (mods & GLFW_MOD_SHIFT) ? -1 : 1);
+      if (action == GLFW_PRESS) next_dynamics(v, (mods & GLFW_MOD_SHIFT) ? -1 : 1, 1);
       break;
     case GLFW_KEY_W:
       if (action == GLFW_PRESS && s->m->nu > 0 && s->wave_freq > 0) {
@@ -466,7 +520,7 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
     default:
       if (key >= GLFW_KEY_1 && key <= GLFW_KEY_9 && action == GLFW_PRESS &&
           key - GLFW_KEY_1 < s->ndyn)
-        next_dynamics(v, key - GLFW_KEY_1 - s->current);
+        next_dynamics(v, key - GLFW_KEY_1 - s->current, 0);
   }
 }
 
@@ -475,6 +529,11 @@ static void on_key(GLFWwindow* w, int key, int scancode, int action, int mods) {
 static void double_click(viewer* v, int button, int mods) {
   const mjModel* m = v->sim->m;
   const mjData* d = v->sim->d;
+  if (v->sim->ext) {  // MuJoCo's picking sees the model's bodies, not the extended chain's links
+    say("an extended chain's links are no bodies of the model: they cannot be selected, "
+        "perturbed or tracked");
+    return;
+  }
   int width, height;
   glfwGetWindowSize(v->win, &width, &height);
   mjtNum selpnt[3];
@@ -600,7 +659,7 @@ int cfv_run_window(cfv_sim* s, const cfv_view_opts* o) {
   int status = 0;
   while (!glfwWindowShouldClose(v->win)) {
     glfwPollEvents();
-    if (o->switch_every > 0 && frame > 0 && frame % o->switch_every == 0) next_dynamics(v, 1);
+    if (o->switch_every > 0 && frame > 0 && frame % o->switch_every == 0) next_dynamics(v, 1, 1);
     advance_real_time(v);
     int fw, fh;
     glfwGetFramebufferSize(v->win, &fw, &fh);
@@ -736,7 +795,7 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   mjrRect rect = {0, 0, o->width, o->height};
   for (int f = 0; f < o->frames && status == 0; f++) {
     if (f > 0) {
-      if (o->switch_every > 0 && f % o->switch_every == 0) next_dynamics(v, 1);
+      if (o->switch_every > 0 && f % o->switch_every == 0) next_dynamics(v, 1, 1);
       double t0 = s->d->time;
       status = run_steps(v, per_frame);
       if (status) break;
