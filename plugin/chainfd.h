@@ -40,7 +40,9 @@
 // except that mj_makeM runs when energy is enabled or a kinetic-energy sensor exists, since
 // MuJoCo's kinetic energy needs M. The chain model is built from mjModel when mjData is made:
 // after editing model parameters (masses, armature, ...) make a new mjData. Changes to m->opt
-// (timestep, integrator, gravity, flags) take effect at the next step.
+// (timestep, integrator, gravity, flags) take effect at the next step. d->timer counts steps,
+// forward evaluations and advances as mj_step does (durations through mjcb_time); the stages
+// chainfd replaces (mass matrix, constraint solver) are not counted.
 //
 // Several mjData of one model may step in several threads at once: all state is per mjData.
 #ifndef CHAINFD_CHAINFD_H

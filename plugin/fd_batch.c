@@ -32,6 +32,7 @@ int chainfd_fd_create(const mjModel* m, const char* backend, int device, int typ
                       chainfd_fd** out, char* err, int err_size) {
   *out = NULL;
   int gpus = cfd_gpu_device_count();
+  if (!backend) backend = "auto";
   if (!strcmp(backend, "auto"))
     backend = cfd_auto_pick(m->nv, typical_batch > 0 ? typical_batch : 1, device >= 0 && device < gpus,
                             NULL, 0);

@@ -159,6 +159,7 @@ int chainfd_get_stats(const mjModel* m, const mjData* d, chainfd_stats* stats) {
   int foreign;
   cfd_instance* inst = find_instance(m, d, &foreign);
   if (!inst) return CHAINFD_ERR_NO_INSTANCE;
+  if (!stats) return CHAINFD_ERR_CONFIG;
   if (inst->stepper) {
     chainfd_stepper_stats(inst->stepper, stats);
   } else {

@@ -377,10 +377,11 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
                         char* err, int err_size) {
   for (int k = 0; k < CFD_MAX_GPUS; k++) r->last_B[k] = 0;
   r->last_warnings = 0;
-  if (r->ngpu == 1) {
-    r->last_B[0] = B;
-    return cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, where,
-                               err, err_size);
+  if (r->ngpu == 1) {  // (its warnings are reported only after a run that succeeded)
+    int st = cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, where,
+                                 err, err_size);
+    r->last_B[0] = st ? 0 : B;
+    return st;
   }
   if (r->ngpu > 1) {
     if (where == CFD_DEVICE) {
@@ -424,6 +425,7 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
         snprintf(err, err_size, "rollout: instance %d step %d: %s at the reset state qpos0", b, t,
                  cfd_status_str(st));
         r->last_B[0] = 0;  // no warnings to report from a failed run
+        r->last_warnings = 0;
         return 1;
       }
       if (!final_only) {

@@ -330,8 +330,31 @@ enum { DIAG_NONE = 0, DIAG_EULER = 1, DIAG_IMPLICITFAST = 2 };
 static int euler_damping_diag(const mjModel* m, const mjData* d, double* diag);
 static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, char* why, int size);
 
+// d->timer as mj_step keeps it: the time of a stage (through mjcb_time, 0 without it) and one more
+// call of it. chainfd counts the step, each forward evaluation and the advance; MuJoCo's own
+// stage functions count theirs; the stages chainfd replaces (the mass matrix, the constraint
+// solver) are not counted.
+static double timer_now(void) { return mjcb_time ? mjcb_time() : 0; }
+static void timer_end(mjData* d, int timer, double start) {
+  d->timer[timer].duration += timer_now() - start;
+  d->timer[timer].number++;
+}
+
+static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors,
+                            int diag_kind);
+
+// One forward evaluation, counted as mj_forward's when it succeeds (a step handed to MuJoCo then
+// counts its own).
 static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors,
                        int diag_kind) {
+  double start = timer_now();
+  int ev = evaluate_untimed(s, m, d, skip_sensors, diag_kind);
+  if (ev == 0) timer_end(d, mjTIMER_FORWARD, start);
+  return ev;
+}
+
+static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors,
+                            int diag_kind) {
   int nv = m->nv;
   s->have_used = 0;
 
@@ -577,9 +600,18 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
 }
 
 // MuJoCo's mj_advance: activations, velocities, positions (with qvel_pos when given), time, plugin
-// states, warmstart.
+// states, warmstart; counted in d->timer as mj_step counts it (Euler and implicitfast, not RK4).
+static void advance_untimed(const mjModel* m, mjData* d, const double* act_dot, const double* qacc,
+                            const double* qvel_pos);
 static void advance(const mjModel* m, mjData* d, const double* act_dot, const double* qacc,
                     const double* qvel_pos) {
+  double start = timer_now();
+  advance_untimed(m, d, act_dot, qacc, qvel_pos);
+  timer_end(d, mjTIMER_ADVANCE, start);
+}
+
+static void advance_untimed(const mjModel* m, mjData* d, const double* act_dot, const double* qacc,
+                            const double* qvel_pos) {
   double h = m->opt.timestep;
   if (m->na && !disabled(m, mjDSBL_ACTUATION)) {
     for (int a = 0; a < m->nu; a++) {
@@ -671,7 +703,7 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
   memcpy(d->qpos, X[0], sizeof(double) * nq);
   memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
   memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
-  advance(m, d, dX + 2 * nv, dX + nv, dX);
+  advance_untimed(m, d, dX + 2 * nv, dX + nv, dX);
   memcpy(d->qacc, dX + nv, sizeof(double) * nv);  // as mj_RungeKutta: the stages' weighted qacc
   return EVAL_OK;
 }
@@ -711,6 +743,7 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
 
 int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  double start = timer_now();
   s->saved_valid = 0;
   const char* why = static_refusal(s, m, 1);
   if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
@@ -776,6 +809,7 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
       }
       break;
   }
+  timer_end(d, mjTIMER_STEP, start);
   s->steps_chainfd++;
   return CHAINFD_OK;
 }

@@ -86,6 +86,73 @@ def test_rollout_bad_state(model, device=-1):
     assert worst < 1e-9, worst
 
 
+def test_handles(device=-1):
+    """Closed handles raise instead of passing NULL to C; a batch past a C int is refused; one
+    ForwardDynamics shared by threads gives each its own right answer (calls take turns); a failed
+    rollout reports no warnings from before its failure."""
+    import threading
+    arm = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml"))
+    arm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    fd, r = ForwardDynamics(arm, "auto", device=device), Rollout(arm, device)
+    data = mujoco.MjData(arm)
+    qpos, qvel = np.tile(arm.qpos0, (4, 1)), np.zeros((4, arm.nv))
+    ref = fd(qpos, qvel, np.zeros((4, arm.nv)))
+    results, errors = [], []
+
+    def work(k):
+        try:
+            for _ in range(50):
+                n = 1 + (k * 7) % 300  # sizes that grow and shrink the C buffers
+                got = fd(np.tile(arm.qpos0, (n, 1)), np.zeros((n, arm.nv)), np.zeros((n, arm.nv)))
+                results.append(np.abs(got - ref[0]).max())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and max(results) == 0, (errors, max(results, default=None))
+    huge = np.broadcast_to(np.zeros(1), (2**32 + 3, 1, arm.nu))  # (no memory behind it)
+    for call in (lambda: r.run(r.state(data), huge, final_only=True),):
+        try:
+            call()
+            raise AssertionError("a batch past a C int was run")
+        except ValueError as e:
+            print(f"handles: refused: {e}")
+    fd.close()
+    r.close()
+    for call in (lambda: fd(qpos, qvel, qvel), lambda: r.total_warnings(), lambda: fd.backend):
+        try:
+            call()
+            raise AssertionError("a closed handle was used")
+        except ValueError:
+            pass
+    fd.close()  # twice: nothing
+    # a failed run: instance 0 warns (a NaN control), instance 1's reset state is singular
+    m = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint name="j1" axis="0 0 1"/><geom type="sphere" size=".01" '
+        'contype="0" conaffinity="0" mass="1"/><body><joint name="j2" axis="0 1 0"/><geom '
+        'type="sphere" size=".01" pos="0 0 1" contype="0" conaffinity="0" mass="1"/></body></body>'
+        '</worldbody><actuator><motor joint="j2"/></actuator></mujoco>')
+    m.body_mass[1] = 0
+    m.body_inertia[1] = m.body_inertia[2] = 0
+    m.dof_armature[:] = 0
+    bad = Rollout(m, device)
+    ctrl = np.zeros((2, 2, 1))
+    ctrl[0, 0, 0] = np.nan
+    mujoco.set_mju_user_warning(lambda msg: None)
+    try:
+        bad.run(np.array([[0.0, 0.5, 0, 0], [np.nan, 0, 0, 0]]), ctrl)
+        raise AssertionError("a rollout through a singular reset state succeeded")
+    except chainfd.ChainfdError as e:
+        print(f"handles: failed run: {e}")
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert bad.total_warnings() == 0 and bad.warnings().size == 0, bad.total_warnings()
+    print("handles: closed handles raise, threads take turns, a failed run reports no warnings")
+
+
 def test_extended(device=-1):
     """An extended chain: at its own length the plain rollout's bits; the links' poses against
     MuJoCo's; at 10 times its length a finite run whose state has 2 x links entries."""
@@ -131,5 +198,6 @@ if __name__ == "__main__":
     test_rollout(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
     test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
     test_extended(device)
+    test_handles(device)
     print("all checks passed")
     sys.exit(0)

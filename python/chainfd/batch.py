@@ -8,6 +8,7 @@ qfrc is the total joint force MuJoCo applies (qfrc_passive + qfrc_actuator + qfr
 xfrc_applied mapped to joints); qacc = (M + armature)^-1 (qfrc - bias).
 """
 import ctypes
+import threading
 
 import numpy as np
 
@@ -38,7 +39,12 @@ class ForwardDynamics:
     def __init__(self, model, backend="auto", device=0, typical_batch=1):
         lib = _functions()
         self._lib, self._model = lib, model
+        # one call at a time: the C handle's buffers serve one thread (its calls release the GIL)
+        self._lock = threading.Lock()
         self.nq, self.nv = model.nq, model.nv
+        for name, value in (("device", device), ("typical_batch", typical_batch)):
+            if not -2**31 <= int(value) < 2**31:  # C ints
+                raise ValueError(f"{name} {value} does not fit a C int")
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         if lib.chainfd_fd_create(model._address, backend.encode(), device, typical_batch,
@@ -48,14 +54,24 @@ class ForwardDynamics:
 
     @property
     def backend(self):
-        return self._lib.chainfd_fd_backend(self._handle).decode()
+        with self._lock:
+            return self._lib.chainfd_fd_backend(self._live()).decode()
 
     def close(self):
-        if self._handle:
-            self._lib.chainfd_fd_free(self._handle)
-            self._handle = None
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            if self._handle:
+                self._lib.chainfd_fd_free(self._handle)
+                self._handle = None
 
     __del__ = close
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("this ForwardDynamics is closed")
+        return self._handle
 
     def __call__(self, qpos, qvel, qfrc):
         qpos = np.ascontiguousarray(np.atleast_2d(qpos), dtype=np.float64)
@@ -64,9 +80,13 @@ class ForwardDynamics:
         B = qpos.shape[0]
         if qpos.shape != (B, self.nq) or qvel.shape != (B, self.nv) or qfrc.shape != (B, self.nv):
             raise ValueError(f"expected ({B}, {self.nq}), ({B}, {self.nv}), ({B}, {self.nv})")
+        if not 1 <= B < 2**31:  # a C int
+            raise ValueError(f"need 1 <= B < 2^31 states, got {B}")
         qacc = np.empty((B, self.nv))
         err = ctypes.create_string_buffer(1024)
-        if self._lib.chainfd_fd_run(self._handle, B, qpos.ctypes.data, qvel.ctypes.data,
-                                    qfrc.ctypes.data, qacc.ctypes.data, err, 1024):
+        with self._lock:
+            code = self._lib.chainfd_fd_run(self._live(), B, qpos.ctypes.data, qvel.ctypes.data,
+                                            qfrc.ctypes.data, qacc.ctypes.data, err, 1024)
+        if code:
             raise ChainfdError(1, err.value.decode())
         return qacc

@@ -19,6 +19,7 @@ link_poses(qpos) the links' world positions and rotations.
 """
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -69,7 +70,12 @@ class Rollout:
     def __init__(self, model, device=0, links=None):
         lib = _functions()
         self._lib, self._model = lib, model  # the model must outlive the rollout
+        # one call at a time: the C rollout's buffers serve one thread (its calls release the GIL)
+        self._lock = threading.Lock()
         self.nu = model.nu
+        for name, value in (("device", device), ("links", 0 if links is None else links)):
+            if not -2**31 <= int(value) < 2**31:  # C ints
+                raise ValueError(f"{name} {value} does not fit a C int")
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         if links is None:
@@ -85,11 +91,20 @@ class Rollout:
         self._dof = np.array([lib.chainfd_rollout_link_dof(handle, i) for i in range(self.links)])
 
     def close(self):
-        if self._handle:
-            self._lib.chainfd_rollout_free(self._handle)
-            self._handle = None
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            if self._handle:
+                self._lib.chainfd_rollout_free(self._handle)
+                self._handle = None
 
     __del__ = close
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("this Rollout is closed")
+        return self._handle
 
     def state(self, data):
         """The rollout state [qpos; qvel] of an MjData (an extended chain: each link the value of
@@ -104,8 +119,9 @@ class Rollout:
         if qpos.shape != (self.links,):
             raise ValueError(f"qpos must be ({self.links},), got {qpos.shape}")
         xpos, xmat = np.empty((self.links, 3)), np.empty((self.links, 3, 3))
-        self._lib.chainfd_rollout_link_poses(self._handle, qpos.ctypes.data, xpos.ctypes.data,
-                                             xmat.ctypes.data)
+        with self._lock:
+            self._lib.chainfd_rollout_link_poses(self._live(), qpos.ctypes.data, xpos.ctypes.data,
+                                                 xmat.ctypes.data)
         return xpos, xmat
 
     def pinned(self, shape):
@@ -117,10 +133,13 @@ class Rollout:
         """init: (2n,) shared by every rollout, or (B, 2n); ctrl: (B, H, nu).
         Returns (B, H+1, 2n) states (the initial one first), or (B, 2n) with final_only; written
         into `out` when given (a C-contiguous float64 array of that shape, e.g. from pinned())."""
+        shape = np.shape(ctrl)  # (checked before any copy)
+        if len(shape) != 3 or shape[2] != self.nu:
+            raise ValueError(f"ctrl must be (B, H, {self.nu}), got {shape}")
+        B, H = shape[0], shape[1]
+        if not (1 <= B < 2**31 and 0 <= H < 2**31):  # C ints
+            raise ValueError(f"need 1 <= B < 2^31 and 0 <= H < 2^31, got B={B}, H={H}")
         ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
-        if ctrl.ndim != 3 or ctrl.shape[2] != self.nu:
-            raise ValueError(f"ctrl must be (B, H, {self.nu}), got {ctrl.shape}")
-        B, H = ctrl.shape[0], ctrl.shape[1]
         init = np.ascontiguousarray(init, dtype=np.float64)
         nx = self.nq + self.nv
         shared = init.ndim == 1
@@ -133,10 +152,11 @@ class Rollout:
               or not out.flags.writeable):
             raise ValueError(f"out must be a writeable C-contiguous float64 array of shape {shape}")
         err = ctypes.create_string_buffer(1024)
-        code = self._lib.chainfd_rollout_run(self._handle, B, H, init.ctypes.data, int(shared),
-                                             ctrl.ctypes.data, out.ctypes.data, int(final_only),
-                                             _HOST, err, 1024)
-        self._last_B = 0 if code else B  # a failed run reports no warnings
+        with self._lock:
+            code = self._lib.chainfd_rollout_run(self._live(), B, H, init.ctypes.data, int(shared),
+                                                 ctrl.ctypes.data, out.ctypes.data,
+                                                 int(final_only), _HOST, err, 1024)
+            self._last_B = 0 if code else B  # a failed run reports no warnings
         if code:
             raise ChainfdError(code, err.value.decode())
         return out
@@ -146,19 +166,22 @@ class Rollout:
         mj_step would have warned (bad qpos, qvel or qacc: a reset with autoreset; bad ctrl: the
         step's controls zeroed).
         Zero for every instance in a sound run (the total alone: total_warnings())."""
-        counts = np.zeros(getattr(self, "_last_B", 0), dtype=np.int32)
         err = ctypes.create_string_buffer(1024)
-        if counts.size and self._lib.chainfd_rollout_instance_warnings(
-                self._handle, counts.ctypes.data, err, 1024):
-            raise ChainfdError(1, err.value.decode())
+        with self._lock:
+            counts = np.zeros(getattr(self, "_last_B", 0), dtype=np.int32)
+            if counts.size and self._lib.chainfd_rollout_instance_warnings(
+                    self._live(), counts.ctypes.data, err, 1024):
+                raise ChainfdError(1, err.value.decode())
         return counts
 
     def total_warnings(self):
         """The last run's bad-state warnings over every instance (no copy from the device)."""
-        return self._lib.chainfd_rollout_warnings(self._handle)
+        with self._lock:
+            return self._lib.chainfd_rollout_warnings(self._live())
 
     def last_kernel_ms(self):
-        return self._lib.chainfd_rollout_last_kernel_ms(self._handle)
+        with self._lock:
+            return self._lib.chainfd_rollout_last_kernel_ms(self._live())
 
 
 class _Pinned:

@@ -138,6 +138,12 @@ static void run_case(int ci, const model_case* mc) {
       EXPECT(dqvel <= 100 * mc->tol_qpos, "%s %s %s: max |dqvel| %.3e", mc->source,
              integrators[k].name, name, dqvel);
       EXPECT(got->time == ref->time, "time %.17g vs %.17g", got->time, ref->time);
+      // d->timer counts steps, forward evaluations and advances as mj_step does
+      static const int timers[3] = {mjTIMER_STEP, mjTIMER_FORWARD, mjTIMER_ADVANCE};
+      for (int t = 0; t < 3; t++)
+        EXPECT(got->timer[timers[t]].number == ref->timer[timers[t]].number,
+               "%s %s %s: timer %d counted %d, MuJoCo %d", mc->source, integrators[k].name, name,
+               timers[t], got->timer[timers[t]].number, ref->timer[timers[t]].number);
       EXPECT(dother <= 1e-10, "%s %s %s: act, qacc_warmstart, sensordata, qfrc_actuator, energy or qacc "
              "apart by %.3e", mc->source, integrators[k].name, name, dother);
       chainfd_stats st;
