@@ -41,8 +41,9 @@
 // MuJoCo's kinetic energy needs M. The chain model is built from mjModel when mjData is made:
 // after editing model parameters (masses, armature, ...) make a new mjData. Changes to m->opt
 // (timestep, integrator, gravity, flags) take effect at the next step. d->timer counts steps,
-// forward evaluations and advances as mj_step does (durations through mjcb_time); the stages
-// chainfd replaces (mass matrix, constraint solver) are not counted.
+// forward evaluations and advances as mj_step does (durations through mjcb_time), and MuJoCo's
+// stage functions that chainfd calls count themselves; the position stage (whose parts chainfd
+// calls one by one) and the stages it replaces (mass matrix, constraint solver) are not counted.
 //
 // Several mjData of one model may step in several threads at once: all state is per mjData.
 #ifndef CHAINFD_CHAINFD_H

@@ -4,6 +4,7 @@
 // The plugin declares no capability: MuJoCo never calls it during mj_step (which keeps MuJoCo's own
 // dynamics); it exists so that the model carries the configuration and every mjData its own
 // chain model and buffers.
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +17,97 @@
 
 void cfd_set_last_error(const char* fmt, ...);
 
-// One per mjData: the stepper, or why the configuration is invalid. owner: the mjData it was made
-// for. A copy of plugin_data made outside mj_copyData (an unpickled mjData holds its original's
-// pointer) names another owner: that mjData has no usable instance, and its destroy frees none.
+// One per mjData: the stepper, or why the configuration is invalid.
 typedef struct cfd_instance {
   chainfd_stepper* stepper;  // NULL when the configuration is invalid
-  const mjData* owner;
   char config_error[640];
 } cfd_instance;
 
 static int registered_slot = -1;
+
+// --- the instances, by the mjData they were made for ------------------------------------------------
+// d->plugin_data alone cannot be trusted: an mjData copied outside mj_copyData (unpickled in
+// Python, in this process or another) holds another mjData's pointer, perhaps freed, perhaps never
+// valid here. So an instance is found by (mjData, plugin instance) in this table, and plugin_data
+// is never read: a hash table with linear probing, under a lock (several threads make, step and
+// delete their own mjData).
+
+typedef struct reg_slot {
+  const mjData* d;  // NULL: empty; &reg_removed: removed
+  int instance;
+  cfd_instance* inst;
+} reg_slot;
+
+static const mjData* const reg_removed = (const mjData*)&registered_slot;  // a unique address
+static reg_slot* reg_table;
+static size_t reg_cap, reg_used;  // slots, and slots not empty (live or removed)
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t reg_hash(const mjData* d, int instance) {
+  uint64_t x = (uint64_t)(uintptr_t)d ^ ((uint64_t)instance << 56);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;  // (a 64-bit finaliser's multiplier)
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+// The slot of (d, instance), or the empty slot where it would go (the table is never full).
+static reg_slot* reg_find(const mjData* d, int instance) {
+  size_t i = reg_hash(d, instance) & (reg_cap - 1);
+  reg_slot* reuse = NULL;
+  for (;; i = (i + 1) & (reg_cap - 1)) {
+    reg_slot* e = reg_table + i;
+    if (!e->d) return reuse ? reuse : e;
+    if (e->d == reg_removed) {
+      if (!reuse) reuse = e;
+    } else if (e->d == d && e->instance == instance) {
+      return e;
+    }
+  }
+}
+
+static int reg_put(const mjData* d, int instance, cfd_instance* inst) {
+  pthread_mutex_lock(&reg_lock);
+  if (2 * (reg_used + 1) > reg_cap) {  // grow (and drop the removed) at half full
+    size_t old_cap = reg_cap, cap = reg_cap ? 2 * reg_cap : 64;
+    reg_slot *old = reg_table, *table = calloc(cap, sizeof(reg_slot));
+    if (!table) {
+      pthread_mutex_unlock(&reg_lock);
+      return -1;
+    }
+    reg_table = table;
+    reg_cap = cap;
+    reg_used = 0;
+    for (size_t k = 0; k < old_cap; k++)
+      if (old[k].d && old[k].d != reg_removed) {
+        *reg_find(old[k].d, old[k].instance) = old[k];
+        reg_used++;
+      }
+    free(old);
+  }
+  reg_slot* e = reg_find(d, instance);
+  if (!e->d) reg_used++;
+  e->d = d;
+  e->instance = instance;
+  e->inst = inst;
+  pthread_mutex_unlock(&reg_lock);
+  return 0;
+}
+
+// The instance of (d, instance); remove: and take it out of the table.
+static cfd_instance* reg_get(const mjData* d, int instance, int remove) {
+  cfd_instance* inst = NULL;
+  pthread_mutex_lock(&reg_lock);
+  if (reg_cap) {
+    reg_slot* e = reg_find(d, instance);
+    if (e->d == d) {
+      inst = e->inst;
+      if (remove) e->d = reg_removed, e->inst = NULL;
+    }
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return inst;
+}
 
 static int plugin_nstate(const mjModel* m, int instance) {
   (void)m;
@@ -51,25 +133,28 @@ static int plugin_init(const mjModel* m, mjData* d, int instance) {
   // kept and reported by every chainfd_step / chainfd_forward
   inst->stepper = chainfd_stepper_create(m, &cfg, label, inst->config_error,
                                          sizeof inst->config_error);
-  inst->owner = d;
-  d->plugin_data[instance] = (uintptr_t)inst;
+  if (reg_put(d, instance, inst)) {
+    chainfd_stepper_free(inst->stepper);
+    free(inst);
+    return -1;
+  }
+  d->plugin_data[instance] = (uintptr_t)inst;  // (for MuJoCo's bookkeeping; never read here)
   return 0;
 }
 
 static void plugin_destroy(mjData* d, int instance) {
-  cfd_instance* inst = (cfd_instance*)d->plugin_data[instance];
+  cfd_instance* inst = reg_get(d, instance, 1);
   d->plugin_data[instance] = 0;
-  if (!inst || inst->owner != d) return;  // another mjData's (see cfd_instance)
+  if (!inst) return;
   chainfd_stepper_free(inst->stepper);
   free(inst);
 }
 
 static void plugin_copy(mjData* dest, const mjModel* m, const mjData* src, int instance) {
   (void)m;
-  cfd_instance* to = (cfd_instance*)dest->plugin_data[instance];
-  const cfd_instance* from = (const cfd_instance*)src->plugin_data[instance];
-  if (to && from && to->owner == dest && from->owner == src && to->stepper && from->stepper)
-    chainfd_stepper_copy_stats(to->stepper, from->stepper);
+  cfd_instance* to = reg_get(dest, instance, 0);
+  const cfd_instance* from = reg_get(src, instance, 0);
+  if (to && from && to->stepper && from->stepper) chainfd_stepper_copy_stats(to->stepper, from->stepper);
 }
 
 // Nothing to reset: the stepper holds no simulation state, only the model's chain and scratch.
@@ -104,29 +189,22 @@ mjPLUGIN_LIB_INIT(chainfd) {
   registered_slot = mjp_registerPlugin(&plugin);
 }
 
-// The chainfd instance of (m, d): the first plugin instance of m that is chainfd, where d holds a
-// chainfd instance too (d made from another model holds something else there); *foreign: d holds
-// another mjData's instance (see cfd_instance).
-static cfd_instance* find_instance(const mjModel* m, const mjData* d, int* foreign) {
-  *foreign = 0;
+// The chainfd instance of (m, d): that of the first plugin instance of m that is chainfd, where d
+// was made with one there (an mjData made from another model has none).
+static cfd_instance* find_instance(const mjModel* m, const mjData* d) {
   for (int i = 0; i < m->nplugin; i++)
-    if (m->plugin[i] == registered_slot && i < d->nplugin && d->plugin[i] == registered_slot) {
-      cfd_instance* inst = (cfd_instance*)d->plugin_data[i];
-      if (inst && inst->owner != d) {
-        *foreign = 1;
-        return NULL;
-      }
-      return inst;
-    }
+    if (m->plugin[i] == registered_slot)
+      return i < d->nplugin && d->plugin[i] == registered_slot ? reg_get(d, i, 0) : NULL;
   return NULL;
 }
 
 static int lookup(const mjModel* m, const mjData* d, cfd_instance** out) {
-  int foreign;
-  cfd_instance* inst = find_instance(m, d, &foreign);
-  if (foreign) {
-    cfd_set_last_error("this mjData holds another mjData's chainfd state (copied outside "
-                       "mj_copyData, e.g. unpickled): make it with mj_makeData or mj_copyData");
+  cfd_instance* inst = find_instance(m, d);
+  int declared = 0;
+  for (int i = 0; i < m->nplugin; i++) declared |= m->plugin[i] == registered_slot;
+  if (!inst && declared) {
+    cfd_set_last_error("this mjData was not made from this model (mj_makeData(m) makes one with "
+                       "chainfd's state)");
     return CHAINFD_ERR_NO_INSTANCE;
   }
   if (!inst) {
@@ -156,8 +234,7 @@ int chainfd_step(const mjModel* m, mjData* d) {
 }
 
 int chainfd_get_stats(const mjModel* m, const mjData* d, chainfd_stats* stats) {
-  int foreign;
-  cfd_instance* inst = find_instance(m, d, &foreign);
+  cfd_instance* inst = find_instance(m, d);
   if (!inst) return CHAINFD_ERR_NO_INSTANCE;
   if (!stats) return CHAINFD_ERR_CONFIG;
   if (inst->stepper) {

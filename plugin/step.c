@@ -79,6 +79,11 @@ struct chainfd_stepper {
   double* saved;              // mjSTATE_INTEGRATION
   mjWarningStat saved_warning[mjNWARNING];
   int saved_valid;
+  // d->timer as the call found it: a call handed to MuJoCo (or refused) puts it back first, so
+  // that MuJoCo's own step counts what mj_step would (nothing counted twice, nothing a bad-state
+  // reset cleared lost)
+  mjTimerStat saved_timer[mjNTIMER];
+  int timer_valid;
 
   long long steps_chainfd, steps_mujoco, refusals;
   unsigned said;
@@ -290,6 +295,7 @@ void chainfd_stepper_copy_stats(chainfd_stepper* dst, const chainfd_stepper* src
 static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, unsigned kind,
                      const char* why) {
   snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+  if (s->timer_valid) memcpy(d->timer, s->saved_timer, sizeof s->saved_timer);
   if (s->cfg.fallback_error) {
     if (step && s->saved_valid) {  // as the step found it, a bad state's reset undone
       mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
@@ -516,26 +522,19 @@ static double next_activation(const mjModel* m, const mjData* d, int actuator, i
   return act;
 }
 
-// Whether the joint of dof i limits its actuator force (actuatorfrcrange) and the force the
-// actuators put on it, before that clamp, lies outside the range (1), exactly at a bound (2), or
-// neither (0). MuJoCo 4.0.0's implicitfast takes no velocity derivative from an actuator whose
-// joint force is clamped (measured: kv = 4 clamped gives no damping term, unclamped 4).
+// Whether the joint of dof i limits its actuator force (actuatorfrcrange) and mj_fwdActuation
+// clamped it: at or past a bound (the force with gravity compensation, as MuJoCo sums it). MuJoCo
+// 4.0.0's implicitfast takes no velocity derivative from the actuators of such a joint (measured:
+// kv = 4 gives no damping term when clamped, 4 when not; none exactly at a bound either).
 static int joint_force_saturated(const mjModel* m, const mjData* d, int i) {
   int j = m->dof_jntid[i];
   if (!m->jnt_actfrclimited[j]) return 0;
-  double f = 0;  // qfrc_actuator[i] before mj_fwdActuation clamps it
-  for (int a = 0; a < m->nu; a++)
-    for (int k = 0; k < m->actuator_outnum[a]; k++) {
-      int row = m->actuator_outadr[a] + k;
-      for (int adr = d->moment_rowadr[row]; adr < d->moment_rowadr[row] + d->moment_rownnz[row]; adr++)
-        if (d->moment_colind[adr] == i) f += d->actuator_moment[adr] * d->actuator_force[row];
-    }
   const double* range = m->jnt_actfrcrange + 2 * j;
-  return f < range[0] || f > range[1] ? 1 : f == range[0] || f == range[1] ? 2 : 0;
+  return d->qfrc_actuator[i] <= range[0] || d->qfrc_actuator[i] >= range[1];
 }
 
 // implicitfast: diag = -h * diag(qDeriv); returns 1 when the derivative is not diagonal here, or
-// when it cannot tell what MuJoCo's would be (a joint force exactly at its actuatorfrcrange bound).
+// when it cannot tell what MuJoCo's would be (a clamped joint moved through another transmission).
 static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, char* why, int size) {
   int nv = m->nv;
   double h = m->opt.timestep;
@@ -581,13 +580,12 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
           return 1;
         }
         int adr = d->moment_rowadr[row];
-        int sat = joint_force_saturated(m, d, d->moment_colind[adr]);
-        if (sat == 1 && m->actuator_trntype[a] == mjTRN_JOINT) continue;  // clamped: no derivative
-        if (sat) {
-          char nm[128];
-          snprintf(why, size, "implicitfast: the force of actuator %s meets its joint's "
-                              "actuatorfrcrange %s", name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm),
-                   sat == 2 ? "exactly at a bound" : "through a non-joint transmission");
+        if (joint_force_saturated(m, d, d->moment_colind[adr])) {
+          if (m->actuator_trntype[a] == mjTRN_JOINT) continue;  // clamped: no derivative
+          char nm[128];  // another transmission onto a clamped joint: not measured, MuJoCo's step
+          snprintf(why, size, "implicitfast: actuator %s acts through a tendon or site on a joint "
+                              "whose actuatorfrcrange clamps its force",
+                   name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm));
           return 1;
         }
         double g = d->actuator_moment[adr];
@@ -728,6 +726,9 @@ static const char* static_refusal(chainfd_stepper* s, const mjModel* m, int step
 
 int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  s->saved_valid = 0;
+  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
+  s->timer_valid = 1;
   const char* why = static_refusal(s, m, 0);
   if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
   int ev = evaluate(s, m, d, 0);
@@ -745,6 +746,8 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
   double start = timer_now();
   s->saved_valid = 0;
+  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
+  s->timer_valid = 1;
   const char* why = static_refusal(s, m, 1);
   if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
 
@@ -769,7 +772,11 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   int resets = d->warning[mjWARN_BADQACC].number;
   mj_checkAcc(m, d);
   if (d->warning[mjWARN_BADQACC].number != resets && !disabled(m, mjDSBL_AUTORESET)) {
+    // mj_checkAcc's own mj_forward counted this forward: the redo is not counted again
+    mjTimerStat counted[mjNTIMER];
+    memcpy(counted, d->timer, sizeof counted);
     ev = evaluate_ex(s, m, d, 0, kind);
+    memcpy(d->timer, counted, sizeof counted);
     if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
     if (ev == EVAL_CONSTRAINED) {
       describe_constraints(d, msg, sizeof msg);

@@ -68,6 +68,11 @@ class ForwardDynamics:
 
     __del__ = close
 
+    def __copy__(self):  # a copy would share the C handle, freed by whichever closes first
+        raise TypeError(f"a {type(self).__name__} cannot be copied: make another")
+
+    __deepcopy__ = __reduce__ = lambda self, *args: self.__copy__()
+
     def _live(self):
         if not self._handle:
             raise ValueError("this ForwardDynamics is closed")

@@ -175,12 +175,34 @@ def test_threads():
         expect(np.array_equal(state(model, a), state(model, b)), "thread differs from serial")
 
 
+def test_copies():
+    """copy, deepcopy and pickle of an MjData: each copy steps with its own chainfd state, whatever
+    is deleted first (an unpickled MjData holds its original's plugin_data pointer)."""
+    import copy
+    import gc
+    import pickle
+    model = mujoco.MjModel.from_xml_path(os.path.join(HERE, "double_pendulum_plugin.xml"))
+    for make in (copy.copy, copy.deepcopy, lambda d: pickle.loads(pickle.dumps(d))):
+        data = mujoco.MjData(model)
+        chainfd.step(model, data)
+        other = make(data)
+        del data
+        gc.collect()  # the original's state is freed: the copy must not touch it
+        for _ in range(3):
+            chainfd.step(model, other)
+        expect(chainfd.stats(model, other)["steps_chainfd"] >= 3, "a copy steps with chainfd")
+        del other
+        gc.collect()
+    print("copies: copy, deepcopy and pickle step on their own state")
+
+
 if __name__ == "__main__":
     test_load()
     test_arms()
     test_config_errors()
     test_fallback()
     test_threads()
+    test_copies()
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)
         sys.exit(1)
