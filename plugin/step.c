@@ -84,6 +84,7 @@ struct chainfd_stepper {
   // reset cleared lost)
   mjTimerStat saved_timer[mjNTIMER];
   int timer_valid;
+  int skip_control;           // the evaluation after MuJoCo's own bad-qacc forward: mjcb_control ran
 
   long long steps_chainfd, steps_mujoco, refusals;
   unsigned said;
@@ -404,7 +405,7 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
   if (enabled(m, mjENBL_ENERGY) && !d->flg_energyvel) mj_energyVel(m, d);
 
   // actuation
-  if (mjcb_control && !disabled(m, mjDSBL_ACTUATION)) mjcb_control(m, d);
+  if (mjcb_control && !disabled(m, mjDSBL_ACTUATION) && !s->skip_control) mjcb_control(m, d);
   mj_fwdActuation(m, d);
 
   // acceleration: qfrc_smooth as MuJoCo sums it, qacc from the chain
@@ -773,9 +774,12 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   mj_checkAcc(m, d);
   if (d->warning[mjWARN_BADQACC].number != resets && !disabled(m, mjDSBL_AUTORESET)) {
     // mj_checkAcc's own mj_forward counted this forward: the redo is not counted again
+    // (and called mjcb_control, whose controls d keeps: not called twice)
     mjTimerStat counted[mjNTIMER];
     memcpy(counted, d->timer, sizeof counted);
+    s->skip_control = 1;
     ev = evaluate_ex(s, m, d, 0, kind);
+    s->skip_control = 0;
     memcpy(d->timer, counted, sizeof counted);
     if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
     if (ev == EVAL_CONSTRAINED) {

@@ -538,9 +538,18 @@ static void test_threads(void) {
 
 // --- bad states ------------------------------------------------------------------------------------------
 
+// mjcb_control's calls: chainfd_step calls it as often as mj_step does
+static int control_calls;
+static void count_control(const mjModel* m, mjData* d) {
+  (void)m;
+  (void)d;
+  control_calls++;
+}
+
 static void test_bad_state(void) {
   mjModel* m = chain_model("", "", "", "");
   if (!m) return;
+  mjcb_control = count_control;
   for (int kind = 0; kind < 2; kind++) {
     mjData* d = mj_makeData(m);
     set_state(m, d, 0.3);
@@ -549,8 +558,13 @@ static void test_bad_state(void) {
     else d->qfrc_applied[2] = NAN;
     mjData* ref = mj_copyData(NULL, m, d);
     int before = warnings;
+    control_calls = 0;
     mj_step(m, ref);
+    int mujoco_calls = control_calls;
+    control_calls = 0;
     EXPECT(chainfd_step(m, d) == 0, "%s", chainfd_last_error());
+    EXPECT(control_calls == mujoco_calls, "%s: mjcb_control called %d times, by mj_step %d",
+           kind ? "bad qacc" : "bad qvel", control_calls, mujoco_calls);
     int w = kind == 0 ? mjWARN_BADQVEL : mjWARN_BADQACC;
     EXPECT(d->warning[w].number == 1 && ref->warning[w].number == 1, "%s warning: %d vs %d",
            kind ? "BADQACC" : "BADQVEL", d->warning[w].number, ref->warning[w].number);
@@ -562,6 +576,7 @@ static void test_bad_state(void) {
     mj_deleteData(ref);
     mj_deleteData(d);
   }
+  mjcb_control = NULL;
   mj_deleteModel(m);
 }
 
