@@ -905,8 +905,9 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) cfd_cfa_refine_steps = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu] [--cfa-steps K]\n");
       return 2;
     }
   }

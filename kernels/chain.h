@@ -96,7 +96,7 @@ int cfd_fd_abia_split_cpu(const cfd_chain* c, int jf, const double* q, const dou
                           const double* tau, const double* extra_diag, double* qacc, double* work);
 
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
-// followed by cfd_cfa_refine_steps (default 4) steps of iterative refinement (see cfa_cpu.c);
+// followed by cfd_cfa_refine_steps (default 6) steps of iterative refinement (see cfa_cpu.c);
 // CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).
 extern int cfd_cfa_refine_steps;
 // 1: the refinement's inverse dynamics in long double (cfd_id_ld, rounded once; the residual
