@@ -55,6 +55,13 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
   return 0;
 }
 
+int cfd_backend_gpu_create(const cfd_backend* b, const mjModel* m, const cfd_chain* c, int device,
+                           cfd_gpu** out, char* err, int err_size) {
+  *out = NULL;
+  return cfd_backend_supports(b, m, c, err, err_size) ||
+         cfd_gpu_create(c, device, (cfd_gpu_algorithm)b->gpu_algorithm, out, err, err_size);
+}
+
 struct cfd_solver {
   cfd_chain chain;
   const cfd_backend* backend;
@@ -100,7 +107,7 @@ cfd_solver* cfd_solver_create_on(const mjModel* m, const char* backend, int devi
   if (cfd_backend_supports(b, m, &s->chain, err, err_size)) { cfd_solver_free(s); return NULL; }
   int n = s->chain.n;
   s->backend = b;
-  if (b->gpu_algorithm >= 0 &&
+  if (b->gpu_algorithm >= 0 &&  // (supports was asked above)
       cfd_gpu_create(&s->chain, device, (cfd_gpu_algorithm)b->gpu_algorithm, &s->gpu, err, err_size)) {
     cfd_solver_free(s);
     return NULL;

@@ -8,6 +8,7 @@
 #include <mujoco/mujoco.h>
 
 #include "chain.h"
+#include "chainfd_batch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,10 @@ const cfd_backend* cfd_backend_find(const char* name);  // NULL when unknown
 // Whether backend b can run chain c (and m, for naming): 0, or nonzero with the reason in why.
 int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain* c, char* why,
                          int why_size);
+// A GPU context for back end b (a cuda.* one) on chain c of m: refused as cfd_backend_supports
+// refuses (naming the joint and body), else cfd_gpu_create's. 0, or 1 with err set.
+int cfd_backend_gpu_create(const cfd_backend* b, const mjModel* m, const cfd_chain* c, int device,
+                           cfd_gpu** out, char* err, int err_size);
 
 // The chain model of one mjModel plus one back end's scratch, for one state at a time.
 typedef struct cfd_solver cfd_solver;

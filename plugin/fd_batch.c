@@ -55,11 +55,8 @@ int chainfd_fd_create(const mjModel* m, const char* backend, int device, int typ
     chainfd_fd_free(f);
     return 1;
   }
-  // (cfd_backend_supports first: its refusal names the joint and body)
   if (b->gpu_algorithm >= 0 &&
-      (cfd_backend_supports(b, m, cfd_solver_chain(f->solver), err, err_size) ||
-       cfd_gpu_create(cfd_solver_chain(f->solver), device, (cfd_gpu_algorithm)b->gpu_algorithm,
-                      &f->gpu, err, err_size))) {
+      cfd_backend_gpu_create(b, m, cfd_solver_chain(f->solver), device, &f->gpu, err, err_size)) {
     chainfd_fd_free(f);
     return 1;
   }

@@ -138,9 +138,8 @@ static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
   }
   cfd_rollout_params* p = &r->params;
   const double* from[4] = {p->qpos0, p->stiffness, p->springref, p->damping};
-  for (int k = 0; k < 4; k++)
-    for (size_t i = 0; i < (size_t)links; i++)
-      data[(size_t)k * links + i] = from[k][i ? 1 + (i - 1) % (size_t)(r->n - 1) : 0];
+  for (int k = 0; k < 4; k++)  // (link i repeats the model's dof ext.dof[i]: links are dofs)
+    for (size_t i = 0; i < (size_t)links; i++) data[(size_t)k * links + i] = from[k][ext.dof[i]];
   p->n = r->n = links;
   p->qpos0 = data;
   p->stiffness = data + links;

@@ -91,26 +91,29 @@ static void plugin_and_assets(FILE* f, double floor_repeat) {
                             // which bounds the whip of the tail
 #define CH_TWIST 0.0015     // initial bend of each z-hinge (rad): the swing becomes 3-D
 
+// Link i of a pendulum chain, opened (its </body> comes later) at `depth`: links along +x, link 0
+// at `height` above the origin; hinges alternate y (swing under gravity) and z (sideways); colour
+// s of the gradient.
+static void pendulum_link(FILE* f, int i, int depth, double height, double s) {
+  double rgb[3];
+  gradient(s, rgb);
+  indent(f, depth);
+  if (i == 0) fprintf(f, "<body name=\"link0\" pos=\"0 0 %g\">\n", height);
+  else fprintf(f, "<body name=\"link%d\" pos=\"%g 0 0\">\n", i, CH_LEN);
+  indent(f, depth + 1);
+  fprintf(f, "<joint name=\"j%d\" axis=\"%s\"/>\n", i, (i % 2 == 0) ? "0 1 0" : "0 0 1");
+  indent(f, depth + 1);
+  // a thin rod of length CH_LEN about its centre
+  double ia = CH_MASS * CH_LEN * CH_LEN / 12;
+  fprintf(f, "<inertial pos=\"%g 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", CH_LEN / 2,
+          CH_MASS, 1e-3 * ia, ia, ia);
+  indent(f, depth + 1);
+  fprintf(f, "<geom fromto=\"0 0 0 %g 0 0\" rgba=\"%.3f %.3f %.3f 1\"/>\n", CH_LEN, rgb[0], rgb[1],
+          rgb[2]);
+}
+
 static void chain_links(FILE* f, int lo, int hi, int base) {
-  for (int i = lo; i < hi; i++) {
-    int depth = base + (i - lo);
-    double rgb[3];
-    gradient((double)i / (CH_N - 1), rgb);
-    // links along +x; hinges alternate y (swing under gravity) and z (sideways)
-    indent(f, depth);
-    if (i == 0) fprintf(f, "<body name=\"link0\" pos=\"0 0 %g\">\n", CH_HEIGHT);
-    else fprintf(f, "<body name=\"link%d\" pos=\"%g 0 0\">\n", i, CH_LEN);
-    indent(f, depth + 1);
-    fprintf(f, "<joint name=\"j%d\" axis=\"%s\"/>\n", i, (i % 2 == 0) ? "0 1 0" : "0 0 1");
-    indent(f, depth + 1);
-    // a thin rod of length CH_LEN about its centre
-    double ia = CH_MASS * CH_LEN * CH_LEN / 12;
-    fprintf(f, "<inertial pos=\"%g 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", CH_LEN / 2,
-            CH_MASS, 1e-3 * ia, ia, ia);
-    indent(f, depth + 1);
-    fprintf(f, "<geom fromto=\"0 0 0 %g 0 0\" rgba=\"%.3f %.3f %.3f 1\"/>\n", CH_LEN, rgb[0], rgb[1],
-            rgb[2]);
-  }
+  for (int i = lo; i < hi; i++) pendulum_link(f, i, base + (i - lo), CH_HEIGHT, (double)i / (CH_N - 1));
   if (hi < CH_N) {
     indent(f, base + (hi - lo));
     fprintf(f, "<include file=\"showcase_chain1000_part%d.xml\"/>\n", hi / CH_PART);
@@ -223,22 +226,8 @@ static void write_chain10000(void) {
           "    <geom name=\"mount\" type=\"box\" pos=\"0 0 %g\" size=\"1.2 1.2 0.3\" rgba=\"0.5 0.5 0.5 1\"/>\n",
           XT_LINKS, CH_DAMPING, CH_ARMATURE, XT_RADIUS, XT_HEIGHT + 0.55);
   int n = XT_PATTERN + 1;
-  for (int i = 0; i < n; i++) {
-    double rgb[3];
-    gradient(i == 0 ? 0 : (double)(i - 1) / (XT_PATTERN - 1), rgb);  // a band per repeat: 4 m
-    indent(f, i + 2);
-    if (i == 0) fprintf(f, "<body name=\"link0\" pos=\"0 0 %g\">\n", XT_HEIGHT);
-    else fprintf(f, "<body name=\"link%d\" pos=\"%g 0 0\">\n", i, CH_LEN);
-    indent(f, i + 3);
-    fprintf(f, "<joint name=\"j%d\" axis=\"%s\"/>\n", i, (i % 2 == 0) ? "0 1 0" : "0 0 1");
-    indent(f, i + 3);
-    double ia = CH_MASS * CH_LEN * CH_LEN / 12;
-    fprintf(f, "<inertial pos=\"%g 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", CH_LEN / 2,
-            CH_MASS, 1e-3 * ia, ia, ia);
-    indent(f, i + 3);
-    fprintf(f, "<geom fromto=\"0 0 0 %g 0 0\" rgba=\"%.3f %.3f %.3f 1\"/>\n", CH_LEN, rgb[0], rgb[1],
-            rgb[2]);
-  }
+  for (int i = 0; i < n; i++)  // a colour band per repeat: 4 m
+    pendulum_link(f, i, i + 2, XT_HEIGHT, i == 0 ? 0 : (double)(i - 1) / (XT_PATTERN - 1));
   for (int i = n - 1; i >= 0; i--) {
     indent(f, i + 2);
     fprintf(f, "</body>\n");

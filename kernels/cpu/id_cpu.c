@@ -42,16 +42,20 @@ void cfd_chain_free(cfd_chain* c) {
   memset(c, 0, sizeof(*c));
 }
 
+// out's link i: a copy of base's link k (its geometry, inertia and armature)
+static void copy_link(cfd_chain* out, size_t i, const cfd_chain* base, size_t k) {
+  memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
+  memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
+  memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
+  memcpy(out->inertia + 36 * i, base->inertia + 36 * k, 36 * sizeof(double));
+  out->armature[i] = base->armature[k];
+}
+
 int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out) {
   if (base->n < 1 || n < 1) return CFD_ERR_ALLOC;
   if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
   for (int i = 0; i < n; i++) {
-    int k = i % base->n;
-    memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
-    memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
-    memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
-    memcpy(out->inertia + 36 * i, base->inertia + 36 * k, 36 * sizeof(double));
-    out->armature[i] = base->armature[k];
+    copy_link(out, (size_t)i, base, (size_t)(i % base->n));
     out->body[i] = out->jnt[i] = -1;
     out->dof[i] = out->qpos[i] = i;
   }
@@ -64,11 +68,7 @@ int cfd_chain_extend(const cfd_chain* base, int n, cfd_chain* out) {
   if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
   for (size_t i = 0; i < (size_t)n; i++) {
     size_t k = i == 0 ? 0 : 1 + (i - 1) % (size_t)(base->n - 1);
-    memcpy(out->home_R + 9 * i, base->home_R + 9 * k, 9 * sizeof(double));
-    memcpy(out->home_p + 3 * i, base->home_p + 3 * k, 3 * sizeof(double));
-    memcpy(out->screw + 6 * i, base->screw + 6 * k, 6 * sizeof(double));
-    memcpy(out->inertia + 36 * i, base->inertia + 36 * k, 36 * sizeof(double));
-    out->armature[i] = base->armature[k];
+    copy_link(out, i, base, k);
     out->body[i] = base->body[k];
     out->jnt[i] = base->jnt[k];
     out->dof[i] = base->dof[k];

@@ -136,3 +136,38 @@ def gpu_count():
     """How many CUDA devices chainfd's GPU back ends can use here (0 in a build without CUDA or
     on a machine without a device)."""
     return _library().chainfd_gpu_count()
+
+
+class _Handle:
+    """A C handle (chainfd_fd, chainfd_rollout) owned by one Python object: its calls take turns
+    under a lock (the C side's buffers serve one thread; its calls release the GIL), a closed one
+    raises instead of reaching C with NULL, and it cannot be copied (a copy would share the handle,
+    freed by whichever closes first). Subclasses call _own(handle, free) once the handle is made,
+    free being the C function that frees it."""
+
+    _handle = None  # (one that failed to be made has nothing to free)
+    _lock = None
+
+    def _own(self, handle, free):
+        self._lock, self._free = threading.Lock(), free
+        self._handle = handle
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError(f"this {type(self).__name__} is closed")
+        return self._handle
+
+    def close(self):
+        if self._lock is None:
+            return
+        with self._lock:
+            if self._handle:
+                self._free(self._handle)
+                self._handle = None
+
+    __del__ = close
+
+    def __copy__(self):
+        raise TypeError(f"a {type(self).__name__} cannot be copied: make another")
+
+    __deepcopy__ = __reduce__ = lambda self, *args: self.__copy__()

@@ -8,11 +8,10 @@ qfrc is the total joint force MuJoCo applies (qfrc_passive + qfrc_actuator + qfr
 xfrc_applied mapped to joints); qacc = (M + armature)^-1 (qfrc - bias).
 """
 import ctypes
-import threading
 
 import numpy as np
 
-from . import ChainfdError, _library
+from . import ChainfdError, _Handle, _library
 
 
 def _functions():
@@ -31,16 +30,12 @@ def _functions():
     return lib
 
 
-class ForwardDynamics:
+class ForwardDynamics(_Handle):
     """qacc for batches of states of one model, on the back end named (or picked by "auto")."""
-
-    _handle = None  # (one that failed to be made has nothing to free)
 
     def __init__(self, model, backend="auto", device=0, typical_batch=1):
         lib = _functions()
         self._lib, self._model = lib, model
-        # one call at a time: the C handle's buffers serve one thread (its calls release the GIL)
-        self._lock = threading.Lock()
         self.nq, self.nv = model.nq, model.nv
         for name, value in (("device", device), ("typical_batch", typical_batch)):
             if not -2**31 <= int(value) < 2**31:  # C ints
@@ -50,33 +45,12 @@ class ForwardDynamics:
         if lib.chainfd_fd_create(model._address, backend.encode(), device, typical_batch,
                                  ctypes.byref(handle), err, 1024):
             raise ChainfdError(1, err.value.decode())
-        self._handle = handle
+        self._own(handle, lib.chainfd_fd_free)
 
     @property
     def backend(self):
         with self._lock:
             return self._lib.chainfd_fd_backend(self._live()).decode()
-
-    def close(self):
-        lock = getattr(self, "_lock", None)
-        if lock is None:
-            return
-        with lock:
-            if self._handle:
-                self._lib.chainfd_fd_free(self._handle)
-                self._handle = None
-
-    __del__ = close
-
-    def __copy__(self):  # a copy would share the C handle, freed by whichever closes first
-        raise TypeError(f"a {type(self).__name__} cannot be copied: make another")
-
-    __deepcopy__ = __reduce__ = lambda self, *args: self.__copy__()
-
-    def _live(self):
-        if not self._handle:
-            raise ValueError("this ForwardDynamics is closed")
-        return self._handle
 
     def __call__(self, qpos, qvel, qfrc):
         qpos = np.ascontiguousarray(np.atleast_2d(qpos), dtype=np.float64)

@@ -19,11 +19,10 @@ link_poses(qpos) the links' world positions and rotations.
 """
 
 import ctypes
-import threading
 
 import numpy as np
 
-from . import ChainfdError, _library
+from . import ChainfdError, _Handle, _library
 
 _HOST = 0
 
@@ -61,17 +60,13 @@ def _functions():
     return lib
 
 
-class Rollout:
+class Rollout(_Handle):
     """B rollouts of H steps of one model, on a GPU (device >= 0) or the CPU (device = -1); with
     links, of the model's chain extended to that many links."""
-
-    _handle = None  # (a Rollout that failed to be made has nothing to free)
 
     def __init__(self, model, device=0, links=None):
         lib = _functions()
         self._lib, self._model = lib, model  # the model must outlive the rollout
-        # one call at a time: the C rollout's buffers serve one thread (its calls release the GIL)
-        self._lock = threading.Lock()
         self.nu = model.nu
         for name, value in (("device", device), ("links", 0 if links is None else links)):
             if not -2**31 <= int(value) < 2**31:  # C ints
@@ -85,31 +80,11 @@ class Rollout:
                                                        ctypes.byref(handle), err, 1024)
         if code:
             raise ChainfdError(1, err.value.decode())
-        self._handle = handle
+        self._own(handle, lib.chainfd_rollout_free)
         self.links = lib.chainfd_rollout_links(handle)  # the state is [qpos (links); qvel (links)]
         self.nq = self.nv = self.links
         self._dof = np.array([lib.chainfd_rollout_link_dof(handle, i) for i in range(self.links)])
 
-    def close(self):
-        lock = getattr(self, "_lock", None)
-        if lock is None:
-            return
-        with lock:
-            if self._handle:
-                self._lib.chainfd_rollout_free(self._handle)
-                self._handle = None
-
-    __del__ = close
-
-    def __copy__(self):  # a copy would share the C handle, freed by whichever closes first
-        raise TypeError(f"a {type(self).__name__} cannot be copied: make another")
-
-    __deepcopy__ = __reduce__ = lambda self, *args: self.__copy__()
-
-    def _live(self):
-        if not self._handle:
-            raise ValueError("this Rollout is closed")
-        return self._handle
 
     def state(self, data):
         """The rollout state [qpos; qvel] of an MjData (an extended chain: each link the value of
