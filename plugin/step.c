@@ -293,6 +293,15 @@ void chainfd_stepper_copy_stats(chainfd_stepper* dst, const chainfd_stepper* src
 // --- fallback --------------------------------------------------------------------------------------
 
 // MuJoCo steps (or the call is refused) for the reason in why; said once per kind and stepper.
+// Says once per kind on stderr what MuJoCo computes instead (fallback=mujoco), and why.
+static void tell_fallback(chainfd_stepper* s, unsigned kind, const char* what, const char* why) {
+  snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+  if (!(s->said & kind)) {
+    s->said |= kind;
+    fprintf(stderr, "%s: using MuJoCo's %s (fallback=mujoco): %s\n", s->label, what, why);
+  }
+}
+
 static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, unsigned kind,
                      const char* why) {
   snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
@@ -307,11 +316,7 @@ static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, 
                        step ? "step" : "compute forward dynamics", why);
     return CHAINFD_ERR_UNSUPPORTED;
   }
-  if (!(s->said & kind)) {
-    s->said |= kind;
-    fprintf(stderr, "%s: using MuJoCo's %s (fallback=mujoco): %s\n", s->label,
-            step ? "mj_step" : "mj_forward", why);
-  }
+  tell_fallback(s, kind, step ? "mj_step" : "mj_forward", why);
   s->steps_mujoco++;
   if (step) mj_step(m, d);
   else mj_forward(m, d);
@@ -652,8 +657,12 @@ static void add_scaled(double* dst, const double* src, double scale, int n) {
   for (int i = 0; i < n; i++) dst[i] += scale * src[i];
 }
 
-// Returns EVAL_CONSTRAINED (state restored) when an intermediate evaluation has constraint rows.
-static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
+// A stage whose state has constraint rows is evaluated by MuJoCo's own mj_forwardSkip, as
+// mj_RungeKutta evaluates it (fallback=mujoco; *mujoco_stages counts them), the other stages stay
+// chainfd's. So mjcb_control runs once a stage, as under mj_step: chainfd finds constraint rows
+// before it calls the callback. Returns EVAL_CONSTRAINED (state restored) where fallback=error,
+// EVAL_FAILED (state restored) when the back end fails.
+static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d, int* mujoco_stages) {
   int nq = m->nq, nv = m->nv, na = m->na, nx = nq + nv + na, nf = nv + na;
   double h = m->opt.timestep, time0 = d->time;
   double *X[4], *F[4], *dX = s->rk + 4 * nx + 4 * nf;
@@ -682,6 +691,11 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d) {
     memcpy(d->act, X[i] + nq + nv, sizeof(double) * na);
     d->time = time0 + rk4_c[i - 1] * h;
     int ev = evaluate(s, m, d, 1);
+    if (ev == EVAL_CONSTRAINED && !s->cfg.fallback_error) {
+      mj_forwardSkip(m, d, mjSTAGE_NONE, 1);  // 1: no sensors or energy, as mj_RungeKutta
+      (*mujoco_stages)++;
+      ev = EVAL_OK;
+    }
     if (ev != EVAL_OK) {
       memcpy(d->qpos, X[0], sizeof(double) * nq);
       memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
@@ -811,14 +825,24 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
         return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
       advance(m, d, d->act_dot, s->qacc_used, NULL);
       break;
-    case mjINT_RK4:
-      ev = rk4(s, m, d);
+    case mjINT_RK4: {
+      int mujoco_stages = 0;
+      ev = rk4(s, m, d, &mujoco_stages);
       if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
       if (ev == EVAL_CONSTRAINED) {
         snprintf(msg, sizeof msg, "constraint rows become active inside the RK4 step");
         return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
       }
+      if (mujoco_stages) {  // a step partly MuJoCo's counts as MuJoCo's
+        snprintf(msg, sizeof msg, "constraint rows are active in %d of the RK4 step's later stages",
+                 mujoco_stages);
+        tell_fallback(s, SAID_CONSTRAINT, "forward for those stages", msg);
+        timer_end(d, mjTIMER_STEP, start);
+        s->steps_mujoco++;
+        return CHAINFD_OK;
+      }
       break;
+    }
   }
   timer_end(d, mjTIMER_STEP, start);
   s->steps_chainfd++;

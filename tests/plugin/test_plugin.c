@@ -341,6 +341,14 @@ static void expect_fallback(const char* what, const char* option, const char* wo
   }
 }
 
+// mjcb_control's calls: chainfd_step calls it as often as mj_step does
+static int control_calls;
+static void count_control(const mjModel* m, mjData* d) {
+  (void)m;
+  (void)d;
+  control_calls++;
+}
+
 static void test_fallback(void) {
   // the tip rests on a floor: a contact
   expect_fallback("contact", "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>",
@@ -386,31 +394,73 @@ static void test_fallback(void) {
     }
   }
 
-  // into a limit and out again: chainfd steps, MuJoCo steps, chainfd steps; still mj_step's result
-  {
+  // into a limit and out again: chainfd steps, MuJoCo steps, chainfd steps; still mj_step's result,
+  // with mjcb_control called as often. RK4: steps whose later stages alone meet the limit have
+  // MuJoCo evaluate those stages
+  for (int rk4 = 0; rk4 < 2; rk4++) {
     mjModel* m = chain_model(fallback_mujoco, "gravity=\"0 0 0\"", "",
                              "limited=\"true\" range=\"-11.5 11.5\" damping=\"0\"");
-    if (m) {
-      mjData* d = mj_makeData(m);
-      mjData* ref = mj_makeData(m);
-      d->qvel[0] = ref->qvel[0] = 2.0;  // hits the upper limit within 0.1 s, bounces back
-      double dq = 0;
-      for (int t = 0; t < 300; t++) {
-        mj_step(m, ref);
-        EXPECT(chainfd_step(m, d) == 0, "limit run: %s", chainfd_last_error());
-        double e = max_abs_diff(d->qpos, ref->qpos, m->nq);
-        dq = cfd_worst(dq, e);
-      }
+    if (!m) break;
+    const char* name = rk4 ? "RK4" : "Euler";
+    if (rk4) m->opt.integrator = mjINT_RK4;
+    mjData* d = mj_makeData(m);
+    mjData* ref = mj_makeData(m);
+    d->qvel[0] = ref->qvel[0] = 2.0;  // hits the upper limit within 0.1 s, bounces back
+    double dq = 0;
+    int calls_mujoco = 0, calls_chainfd = 0, stage_steps = 0;
+    long long handed = 0;
+    mjcb_control = count_control;
+    for (int t = 0; t < 300; t++) {
+      control_calls = 0;
+      mj_step(m, ref);
+      calls_mujoco += control_calls;
+      control_calls = 0;
+      EXPECT(chainfd_step(m, d) == 0, "%s limit run: %s", name, chainfd_last_error());
+      calls_chainfd += control_calls;
       chainfd_stats st;
       chainfd_get_stats(m, d, &st);
-      printf("limit run: %lld chainfd steps, %lld MuJoCo steps, max |dqpos| %.3e\n",
-             st.steps_chainfd, st.steps_mujoco, dq);
-      EXPECT(st.steps_chainfd > 10 && st.steps_mujoco > 10, "both paths used");
-      EXPECT(dq <= 1e-10, "limit run: max |dqpos| %.3e", dq);
-      mj_deleteData(ref);
-      mj_deleteData(d);
-      mj_deleteModel(m);
+      if (st.steps_mujoco > handed && strstr(st.last_fallback, "RK4 step's later stages")) stage_steps++;
+      handed = st.steps_mujoco;
+      double e = max_abs_diff(d->qpos, ref->qpos, m->nq);
+      dq = cfd_worst(dq, e);
     }
+    mjcb_control = NULL;
+    chainfd_stats st;
+    chainfd_get_stats(m, d, &st);
+    printf("%s limit run: %lld chainfd steps, %lld MuJoCo steps (%d with MuJoCo's later RK4 stages "
+           "only), max |dqpos| %.3e, mjcb_control %d calls (mj_step %d)\n",
+           name, st.steps_chainfd, st.steps_mujoco, stage_steps, dq, calls_chainfd, calls_mujoco);
+    EXPECT(st.steps_chainfd > 10 && st.steps_mujoco > 10, "%s: both paths used", name);
+    EXPECT(!rk4 || stage_steps > 0, "RK4: no step had MuJoCo evaluate only its later stages");
+    EXPECT(dq <= 1e-10, "%s limit run: max |dqpos| %.3e", name, dq);
+    EXPECT(calls_chainfd == calls_mujoco, "%s limit run: mjcb_control called %d times, by mj_step %d",
+           name, calls_chainfd, calls_mujoco);
+    mj_deleteData(ref);
+    mj_deleteData(d);
+    mj_deleteModel(m);
+  }
+  // the same run with fallback=error: the first refusal is the RK4 step whose later stage meets
+  // the limit, and it leaves the state as it was
+  {
+    mjModel* m = chain_model(fallback_error, "gravity=\"0 0 0\" integrator=\"RK4\"", "",
+                             "limited=\"true\" range=\"-11.5 11.5\" damping=\"0\"");
+    if (!m) return;
+    mjData* d = mj_makeData(m);
+    d->qvel[0] = 2.0;
+    int status = 0, t = 0;
+    mjData* before = NULL;
+    for (; t < 300 && !status; t++) {
+      mj_deleteData(before);
+      before = mj_copyData(NULL, m, d);
+      status = chainfd_step(m, d);
+    }
+    printf("RK4 limit run, fallback=error: step %d -> %d: %s\n", t, status, chainfd_last_error());
+    EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "inside the RK4 step"),
+           "RK4 with fallback=error: status %d (%s)", status, chainfd_last_error());
+    EXPECT(same_state(m, d, before) && d->time == before->time, "a refused RK4 step moved the state");
+    mj_deleteData(before);
+    mj_deleteData(d);
+    mj_deleteModel(m);
   }
 }
 
@@ -537,14 +587,6 @@ static void test_threads(void) {
 }
 
 // --- bad states ------------------------------------------------------------------------------------------
-
-// mjcb_control's calls: chainfd_step calls it as often as mj_step does
-static int control_calls;
-static void count_control(const mjModel* m, mjData* d) {
-  (void)m;
-  (void)d;
-  control_calls++;
-}
 
 static void test_bad_state(void) {
   mjModel* m = chain_model("", "", "", "");
