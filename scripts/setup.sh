@@ -7,7 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 need_pkgs=()
-for pkg in cmake build-essential python3-venv libglfw3-dev zlib1g-dev libx11-dev xvfb xauth; do
+for pkg in cmake build-essential python3-venv libglfw3-dev zlib1g-dev libx11-dev xvfb xauth \
+           libegl-dev libegl-mesa0 libgl1-mesa-dri; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

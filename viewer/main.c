@@ -38,8 +38,10 @@ static const char* usage =
     "  --switch-every N       switch to the next dynamics every N frames\n"
     "  --run-for SECONDS      close the window after SECONDS\n"
     "  --hide-moving          do not draw the geoms of moving bodies\n"
-    "headless (offscreen through a hidden GLFW window; needs an X server, e.g. xvfb-run -a):\n"
+    "headless (offscreen, through a hidden GLFW window on an X server, or EGL without one):\n"
     "  --headless             render frames instead of opening a window\n"
+    "  --gl auto|glfw|egl     the OpenGL context (auto: GLFW where $DISPLAY is set, else EGL,\n"
+    "                         which on a GPU server draws on the GPU with no display)\n"
     "  --frames N             frames to render (default 1)\n"
     "  --fps F                frames per simulated second (default 30)\n"
     "  --warmup SECONDS       simulate this long before the first frame (default 0)\n"
@@ -151,6 +153,11 @@ int main(int argc, char** argv) {
       o.hide_moving = 1;
     } else if (!strcmp(a, "--headless")) {
       headless = 1;
+    } else if (!strcmp(a, "--gl")) {
+      NEED_ARG();
+      if (strcmp(next, "auto") && strcmp(next, "glfw") && strcmp(next, "egl"))
+        return bad_usage("--gl takes auto, glfw or egl, not '%s'", next);
+      o.gl = next;
     } else if (!strcmp(a, "--frames")) {
       NEED_ARG();
       if (parse_int(next, 1, 1 << 24, &o.frames)) return bad_usage("bad frame count '%s'", next);

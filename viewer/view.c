@@ -22,6 +22,7 @@
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 
+#include "egl.h"
 #include "png.h"
 
 #define STEP_BUDGET 0.025     // wall seconds of stepping per frame at most (or 0.7 x drawing)
@@ -92,6 +93,17 @@ static void say(const char* fmt, ...) {
   va_end(ap);
   putchar('\n');
   fflush(stdout);
+}
+
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+// The median of x[0..n) (sorts x).
+static double median(double* x, int n) {
+  qsort(x, n, sizeof(double), cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 static void glfw_error(int code, const char* what) {
@@ -770,8 +782,20 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   s->m->vis.global.offwidth = o->width;
   s->m->vis.global.offheight = o->height;
 
-  v->win = open_window(64, 64, 0, "chainfd-view (headless)");
-  if (!v->win) {
+  // the context: a hidden GLFW window, or EGL where there is no X server (a GPU server)
+  const char* gl = o->gl && strcmp(o->gl, "auto") ? o->gl : getenv("DISPLAY") ? "glfw" : "egl";
+  char context[256] = "GLFW";
+  int use_egl = !strcmp(gl, "egl");
+  if (use_egl && cfv_egl_make_current(context, sizeof context)) {
+    fprintf(stderr, "chainfd-view: --gl egl: %s%s\n", context,
+            getenv("DISPLAY") ? "" : " (with an X server, --gl glfw)");
+    use_egl = 0;
+  } else if (!use_egl) {
+    v->win = open_window(64, 64, 0, "chainfd-view (headless)");
+  }
+  double* times = calloc(2 * (size_t)o->frames, sizeof(double));  // per frame: steps, drawing
+  if ((!use_egl && !v->win) || !times) {
+    free(times);
     free(v);
     free(rgb);
     return 1;
@@ -794,6 +818,7 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
 
   mjrRect rect = {0, 0, o->width, o->height};
   for (int f = 0; f < o->frames && status == 0; f++) {
+    double start = cfv_now();
     if (f > 0) {
       if (o->switch_every > 0 && f % o->switch_every == 0) next_dynamics(v, 1, 1);
       double t0 = s->d->time;
@@ -806,7 +831,9 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
         break;
       }
     }
-    update_rates(v, cfv_now());
+    double drawn = cfv_now();
+    times[f] = drawn - start;
+    update_rates(v, drawn);
     render(v, rect);
     if (o->out) {
       char path[4096];
@@ -815,20 +842,34 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
       if (video && !status && fwrite(rgb, 1, (size_t)o->width * o->height * 3, video) == 0)
         fprintf(stderr, "chainfd-view: ffmpeg stopped taking frames\n");
     } else {
-      mjr_readPixels(rgb, NULL, rect, &v->con);  // still exercise the read-back
+      mjr_readPixels(rgb, NULL, rect, &v->con);  // the read-back waits for the drawing to end
     }
+    times[o->frames + f] = cfv_now() - drawn;
   }
   if (video && pclose(video) != 0) fprintf(stderr, "chainfd-view: ffmpeg failed; no video\n");
-  if (status == 0)
+  if (status == 0) {
     printf("headless: %d frames %dx%d%s%s, t = %.4f s, dynamics %s, %lld steps (%lld by MuJoCo "
            "for a chainfd back end), state %s\n",
            o->frames, o->width, o->height, o->out ? " -> " : "", o->out ? o->out : "", s->d->time,
            cfv_sim_name(s), s->steps, s->mujoco_steps,
            cfv_sim_finite(s) ? "finite" : "NOT FINITE");
+    // the frames after the first (which makes the buffers): median wall time of a frame's steps,
+    // and of its drawing with the read-back (a PNG's encoding included when --out is given)
+    int n = o->frames - 1;
+    if (n > 0)
+      printf("headless: per frame (median of %d): steps %.3f ms, drawing %.3f ms (%s%s)\n", n,
+             1e3 * median(times + 1, n), 1e3 * median(times + o->frames + 1, n), context,
+             o->out ? ", PNG encoding included" : "");
+  }
   if (status == 0 && !cfv_sim_finite(s)) status = 1;
   free_scene(v);
-  glfwDestroyWindow(v->win);
-  glfwTerminate();
+  if (use_egl) {
+    cfv_egl_release();
+  } else {
+    glfwDestroyWindow(v->win);
+    glfwTerminate();
+  }
+  free(times);
   free(v);
   free(rgb);
   return status;

@@ -19,6 +19,8 @@ typedef struct cfv_view_opts {
   double warmup;          // simulated seconds before the first frame
   const char* out;        // directory for frame_NNNNN.png (NULL: render without saving)
   int video;              // also pipe the frames to ffmpeg (OUT/chainfd.mp4) when it is installed
+  const char* gl;         // the OpenGL context: "glfw" (a hidden window), "egl" (no window system),
+                          // or "auto" (NULL): GLFW where $DISPLAY is set, else EGL
 } cfv_view_opts;
 
 void cfv_view_defaults(cfv_view_opts* o);
