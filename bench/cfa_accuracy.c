@@ -7,6 +7,12 @@
 // benchmark's), with random q, qd, tau in the chain's own coordinates.
 //
 //   chainfd-cfa-accuracy [--sizes 1000,2048,4096,8192,16384] [--seed 42]
+//   chainfd-cfa-accuracy --probe STATES [--sizes ...]
+//
+// --probe: the acceptance test itself. For STATES random states at each size (each on chains
+// tiled from its own random 1000-link chain), the default CFA's status and its true error; it
+// reports the worst error CFA accepted and the best it refused. CFA promises never to accept
+// above 1e-8 (cfd_cfa_converged); the exit status is 1 when it did.
 //
 // Errors are max_i |qacc_i - ref_i| / max_i |ref_i|; "st" is the back end's status (0, or
 // CFD_ERR_INACCURATE when the refinement did not converge: qacc is still the last iterate).
@@ -23,17 +29,88 @@
 #include "mj_chain.h"
 #include "mj_random.h"
 
+// The acceptance probe (--probe): per size, states on chains of their own.
+static int probe(const char* sizes, int states, unsigned long long seed) {
+  printf("CFA acceptance (cpu.cfa, %d refinement steps) against the long-double reference\n",
+         cfd_cfa_refine_steps);
+  printf("%6s %7s %8s %8s %12s %12s %12s %12s\n", "n", "states", "accepted", "refused", "worst acc.",
+         "best refused", "fast, same", "fast, all");
+  double worst_all = 0;
+  for (const char* p = sizes; *p;) {
+    int n = atoi(p);
+    while (*p && *p != ',') p++;
+    if (*p == ',') p++;
+    if (n < 2) continue;
+    int accepted = 0, refused = 0;
+    double worst = 0, best_refused = INFINITY;
+    double fast_accepted = 0, fast_all = 0;  // cpu.fast's worst on the states CFA accepted; on all
+    for (int s = 0; s < states; s++) {
+      char spec[128], err[1024];
+      snprintf(spec, sizeof spec, "chain:1000,random=1,seed=%llu,armature=0.01", seed + 7919ull * s);
+      mjModel* m = cfd_load_model(spec, err, sizeof err);
+      cfd_chain base, c;
+      if (!m || cfd_chain_from_model(m, &base, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+      }
+      mj_deleteModel(m);
+      if (cfd_chain_tile(&base, n, &c)) return 2;
+      double* v = malloc(sizeof(double) * 6 * n);
+      double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
+      if (!v || !w) return 2;
+      double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
+      cfd_rng rng = {seed * 31 + (unsigned long long)n * 1000003ull + (unsigned long long)s};
+      for (int i = 0; i < n; i++) {
+        q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
+        qd[i] = cfd_rng_uniform(&rng, -2, 2);
+        tau[i] = cfd_rng_uniform(&rng, -1, 1);
+      }
+      if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))
+        return 2;
+      double e_fast = cfd_rel_err_inf(fast, ref, n);
+      fast_all = cfd_worst(fast_all, e_fast);
+      int st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+      double e = cfd_rel_err_inf(x, ref, n);
+      if (st == CFD_OK) {
+        accepted++;
+        worst = cfd_worst(worst, e);
+        fast_accepted = cfd_worst(fast_accepted, e_fast);
+      } else if (st == CFD_ERR_INACCURATE || st == CFD_ERR_SINGULAR) {
+        refused++;
+        if (st == CFD_ERR_INACCURATE && e < best_refused) best_refused = e;
+      } else {
+        fprintf(stderr, "n=%d state %d: status %d\n", n, s, st);
+        return 2;
+      }
+      free(v);
+      free(w);
+      cfd_chain_free(&c);
+      cfd_chain_free(&base);
+    }
+    printf("%6d %7d %8d %8d %12.2e %12.2e %12.2e %12.2e\n", n, states, accepted, refused, worst,
+           best_refused, fast_accepted, fast_all);
+    fflush(stdout);
+    worst_all = cfd_worst(worst_all, worst);
+  }
+  int ok = worst_all <= 1e-8;
+  printf("worst accepted %.2e: %s\n", worst_all, ok ? "within 1e-8" : "ABOVE 1e-8");
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const char* sizes = "1000,2048,4096,8192,16384";
   unsigned long long seed = 42;
+  int probe_states = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_states = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S] [--probe STATES]\n", argv[0]);
       return 2;
     }
   }
+  if (probe_states > 0) return probe(sizes, probe_states, seed);
   char err[1024];
   mjModel* m = cfd_load_model("chain:1000,random=1,seed=1,armature=0.01", err, sizeof err);
   cfd_chain base;
@@ -42,6 +119,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   mj_deleteModel(m);
+  int default_steps = cfd_cfa_refine_steps;
   printf("CFA (cpu.cfa) against the long-double reference; max |error| / max |qacc|\n");
   printf("%6s %10s %10s  %-9s %s\n", "n", "cpu.fast", "CFA raw", "residual",
          "after 1, 2, 4, 8 refinement steps (status)");
@@ -81,7 +159,7 @@ int main(int argc, char** argv) {
       printf("\n");
     }
     cfd_cfa_residual_ld = 0;
-    cfd_cfa_refine_steps = 4;
+    cfd_cfa_refine_steps = default_steps;
     free(v);
     free(w);
     cfd_chain_free(&c);

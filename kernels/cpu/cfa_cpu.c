@@ -14,11 +14,11 @@
 //      the steps to contract, whatever the residual's precision (bench/cfa_accuracy.c).
 //      cfd_cfa_refine_steps (default 6; 0: the raw algorithm); the steps stop early once the
 //      error left is at rounding level (cfd_cfa_done). With 4, random chains of 2048 links had a
-//      state accepted at 3.3e-8 (the estimate of the error left undershot it); with 6 none of 16
-//      states at 1536 to 3072 links was accepted above 1.3e-9.
-//      The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless the last
-//      correction is small against qacc or still shrinking fast (cfd_cfa_converged: near an
-//      equilibrium qacc itself is tiny, and only the contraction says the iteration converged).
+//      state accepted at 3.3e-8 (bench/results/cfa_probe.txt has the probe as it is now).
+//      The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless twice the
+//      error left, estimated from the contraction of the last two corrections, is below 1e-8 of
+//      qacc (cfd_cfa_converged, cfd_cfa_error_left; with an absolute floor near an equilibrium,
+//      where qacc itself is tiny).
 #include <string.h>
 
 #include "cfa_blocks.h"
