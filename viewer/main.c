@@ -38,6 +38,8 @@ static const char* usage =
     "  --switch-every N       switch to the next dynamics every N frames\n"
     "  --run-for SECONDS      close the window after SECONDS\n"
     "  --hide-moving          do not draw the geoms of moving bodies\n"
+    "  --every-link           an extended chain: draw every link (by default links short against\n"
+    "                         their radius are drawn several to a capsule; key J switches)\n"
     "headless (offscreen, through a hidden GLFW window on an X server, or EGL without one):\n"
     "  --headless             render frames instead of opening a window\n"
     "  --gl auto|glfw|egl     the OpenGL context (auto: GLFW where $DISPLAY is set, else EGL,\n"
@@ -151,6 +153,8 @@ int main(int argc, char** argv) {
       if (parse_double(next, 0, 1e9, &o.run_for)) return bad_usage("bad duration '%s'", next);
     } else if (!strcmp(a, "--hide-moving")) {
       o.hide_moving = 1;
+    } else if (!strcmp(a, "--every-link")) {
+      o.every_link = 1;
     } else if (!strcmp(a, "--headless")) {
       headless = 1;
     } else if (!strcmp(a, "--gl")) {

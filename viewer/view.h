@@ -10,6 +10,7 @@ typedef struct cfv_view_opts {
   double speed;           // target simulated seconds per wall second (1: real time)
   int overlay;            // draw the info overlay (window: on; headless: off unless asked)
   int hide_moving;        // do not draw the geoms of moving bodies (tests compare against it)
+  int every_link;         // an extended chain: draw every link, never several as one capsule
   int switch_every;       // > 0: switch to the next dynamics every this many frames
   double run_for;         // window: close after this many wall seconds (0: never)
 

@@ -1,13 +1,15 @@
 // png_check: checks chainfd-view's PNG frames with a decoder written independently of its writer.
 //
-//   png_check A.png [B.png] [--size WxH] [--min-changed F]
+//   png_check A.png [B.png] [--size WxH] [--min-changed F] [--max-changed G]
 //
 // A must decode (signature, chunk CRCs, zlib stream, all five row filters), have the given size,
 // and not be blank: at least a fraction F of its pixels differ from its most common colour
 // (colours binned to 4 bits a channel). With B (the same scene drawn without the moving bodies):
 // at least a fraction F of the pixels differ by more than 24 levels summed over R, G and B, i.e.
 // the chain is in the picture. F defaults to 0.001 (300 pixels of 640x480: a thin chain seen
-// whole covers 0.2-0.5 %). Exit 0 when every check passes, 1 otherwise.
+// whole covers 0.2-0.5 %). With --max-changed G, B is the same scene drawn another way that must
+// look the same: at most a fraction G of the pixels differ so (and no lower bound). Exit 0 when
+// every check passes, 1 otherwise.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,14 +152,15 @@ done:
 int main(int argc, char** argv) {
   const char *a_path = NULL, *b_path = NULL;
   int want_w = 0, want_h = 0;
-  double min_changed = 0.001;
+  double min_changed = 0.001, max_changed = -1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--size") && i + 1 < argc) sscanf(argv[++i], "%dx%d", &want_w, &want_h);
     else if (!strcmp(argv[i], "--min-changed") && i + 1 < argc) min_changed = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--max-changed") && i + 1 < argc) max_changed = atof(argv[++i]);
     else if (!a_path) a_path = argv[i];
     else if (!b_path) b_path = argv[i];
     else {
-      fprintf(stderr, "usage: png_check A.png [B.png] [--size WxH] [--min-changed F]\n");
+      fprintf(stderr, "usage: png_check A.png [B.png] [--size WxH] [--min-changed F] [--max-changed G]\n");
       return 2;
     }
   }
@@ -202,7 +205,13 @@ int main(int argc, char** argv) {
       }
       double frac = (double)changed / n;
       printf("%s vs %s: %.2f%% of the pixels differ\n", a_path, b_path, 100 * frac);
-      if (frac < min_changed) {
+      if (max_changed >= 0) {
+        if (frac > max_changed) {
+          fprintf(stderr, "png_check: %.3f%% of the pixels differ, expected at most %.3f%%\n",
+                  100 * frac, 100 * max_changed);
+          status = 1;
+        }
+      } else if (frac < min_changed) {
         fprintf(stderr, "png_check: the moving bodies cover %.3f%% of the picture, expected at least "
                         "%.3f%%\n", 100 * frac, 100 * min_changed);
         status = 1;
