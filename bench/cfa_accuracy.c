@@ -9,10 +9,12 @@
 //   chainfd-cfa-accuracy [--sizes 1000,2048,4096,8192,16384] [--seed 42]
 //   chainfd-cfa-accuracy --probe STATES [--sizes ...]
 //
-// --probe: the acceptance test itself. For STATES random states at each size (each on chains
-// tiled from its own random 1000-link chain), the default CFA's status and its true error; it
-// reports the worst error CFA accepted and the best it refused. CFA promises never to accept
-// above 1e-8 (cfd_cfa_converged); the exit status is 1 when it did.
+// --probe: the acceptance test itself. For STATES random states at each size (state s on a chain
+// tiled from random 1000-link chain s: the same STATES base chains at every size), the default
+// CFA's status and its true error; it reports the worst error CFA accepted and the best it
+// refused, and says where it accepted none (a rule that refuses everything keeps its promise
+// vacuously). CFA promises never to accept above 1e-8 (cfd_cfa_converged); the exit status is 1
+// when it did.
 //
 // Errors are max_i |qacc_i - ref_i| / max_i |ref_i|; "st" is the back end's status (0, or
 // CFD_ERR_INACCURATE when the refinement did not converge: qacc is still the last iterate).
@@ -87,8 +89,8 @@ static int probe(const char* sizes, int states, unsigned long long seed) {
       cfd_chain_free(&c);
       cfd_chain_free(&base);
     }
-    printf("%6d %7d %8d %8d %12.2e %12.2e %12.2e %12.2e\n", n, states, accepted, refused, worst,
-           best_refused, fast_accepted, fast_all);
+    printf("%6d %7d %8d %8d %12.2e %12.2e %12.2e %12.2e%s\n", n, states, accepted, refused, worst,
+           best_refused, fast_accepted, fast_all, accepted ? "" : "  (none accepted)");
     fflush(stdout);
     worst_all = cfd_worst(worst_all, worst);
   }
@@ -104,7 +106,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_states = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--probe") && i + 1 < argc) {
+      if ((probe_states = atoi(argv[++i])) < 1) {
+        fprintf(stderr, "--probe takes a number of states, not '%s'\n", argv[i]);
+        return 2;
+      }
+    }
     else {
       fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S] [--probe STATES]\n", argv[0]);
       return 2;

@@ -334,7 +334,8 @@ CFD_HD int cfd_cfa_converged(double corr, double prev, double size) {
 // ill-conditioned chains take every step; well-conditioned ones stop after two.
 CFD_HD int cfd_cfa_done(double corr, double prev, double size) {
   if (!(prev < INFINITY)) return 0;  // one correction says nothing about the contraction
-  return cfd_cfa_error_left(corr, prev, size) <= CFD_CFA_EXACT * size + CFD_CFA_FLOOR;
+  double exact = CFD_CFA_EXACT * size + CFD_CFA_FLOOR;
+  return corr <= exact || cfd_cfa_error_left(corr, prev, size) <= exact;  // (converged decides)
 }
 
 // qdd_i = (S^T K F)_i / sigma_i from the solved x and the unmodified f-row.

@@ -50,6 +50,7 @@ enum {  // kinds of fallback, each said once per stepper
   SAID_MODEL = 1,
   SAID_CONSTRAINT = 2,
   SAID_SOLVER = 4,
+  SAID_RK4_STAGE = 8,
 };
 
 struct chainfd_stepper {
@@ -84,6 +85,7 @@ struct chainfd_stepper {
   // reset cleared lost)
   mjTimerStat saved_timer[mjNTIMER];
   int timer_valid;
+  mjTimerStat stage_timer[mjNTIMER];  // d->timer before an RK4 stage's evaluation
   int skip_control;           // the evaluation after MuJoCo's own bad-qacc forward: mjcb_control ran
 
   long long steps_chainfd, steps_mujoco, refusals;
@@ -292,7 +294,6 @@ void chainfd_stepper_copy_stats(chainfd_stepper* dst, const chainfd_stepper* src
 
 // --- fallback --------------------------------------------------------------------------------------
 
-// MuJoCo steps (or the call is refused) for the reason in why; said once per kind and stepper.
 // Says once per kind on stderr what MuJoCo computes instead (fallback=mujoco), and why.
 static void tell_fallback(chainfd_stepper* s, unsigned kind, const char* what, const char* why) {
   snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
@@ -302,6 +303,7 @@ static void tell_fallback(chainfd_stepper* s, unsigned kind, const char* what, c
   }
 }
 
+// MuJoCo steps (or the call is refused) for the reason in why; said once per kind and stepper.
 static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, unsigned kind,
                      const char* why) {
   snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
@@ -690,8 +692,11 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d, int* mujoco_stag
     memcpy(d->qvel, X[i] + nq, sizeof(double) * nv);
     memcpy(d->act, X[i] + nq + nv, sizeof(double) * na);
     d->time = time0 + rk4_c[i - 1] * h;
+    memcpy(s->stage_timer, d->timer, sizeof s->stage_timer);
     int ev = evaluate(s, m, d, 1);
     if (ev == EVAL_CONSTRAINED && !s->cfg.fallback_error) {
+      // what the evaluation counted before it stopped (collision, ...) is counted again by MuJoCo
+      memcpy(d->timer, s->stage_timer, sizeof s->stage_timer);
       mj_forwardSkip(m, d, mjSTAGE_NONE, 1);  // 1: no sensors or energy, as mj_RungeKutta
       (*mujoco_stages)++;
       ev = EVAL_OK;
@@ -836,7 +841,7 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
       if (mujoco_stages) {  // a step partly MuJoCo's counts as MuJoCo's
         snprintf(msg, sizeof msg, "constraint rows are active in %d of the RK4 step's later stages",
                  mujoco_stages);
-        tell_fallback(s, SAID_CONSTRAINT, "forward for those stages", msg);
+        tell_fallback(s, SAID_RK4_STAGE, "forward for those stages", msg);
         timer_end(d, mjTIMER_STEP, start);
         s->steps_mujoco++;
         return CHAINFD_OK;

@@ -54,68 +54,57 @@ int cfv_egl_make_current(char* err, int size) {
   egl.destroy_surface = eglDestroySurface;
   egl.make_current = eglMakeCurrent;
 
-  // a device's own display first (a GPU server has no other), then the default display
+  // a device's own display first (a GPU server has no other), then the default display; the
+  // first that gives an RGBA8 / depth 24 / stencil 8 desktop OpenGL context current
   PFNEGLQUERYDEVICESEXTPROC query_devices =
       (PFNEGLQUERYDEVICESEXTPROC)eglGetProcAddress("eglQueryDevicesEXT");
   PFNEGLGETPLATFORMDISPLAYEXTPROC platform_display =
       (PFNEGLGETPLATFORMDISPLAYEXTPROC)eglGetProcAddress("eglGetPlatformDisplayEXT");
-  EGLint major = 0, minor = 0;
-  egl.display = EGL_NO_DISPLAY;
   EGLDeviceEXT devices[16];
   EGLint ndevice = 0;
-  if (query_devices && platform_display && query_devices(16, devices, &ndevice)) {
-    for (int i = 0; i < ndevice && egl.display == EGL_NO_DISPLAY; i++) {
-      egl.display = platform_display(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL);
-      if (egl.display != EGL_NO_DISPLAY && !eglInitialize(egl.display, &major, &minor))
-        egl.display = EGL_NO_DISPLAY;
-    }
-  }
-  if (egl.display == EGL_NO_DISPLAY) {
-    egl.display = eglGetDisplay(EGL_DEFAULT_DISPLAY);
-    if (egl.display != EGL_NO_DISPLAY && !eglInitialize(egl.display, &major, &minor))
-      egl.display = EGL_NO_DISPLAY;
-  }
-  if (egl.display == EGL_NO_DISPLAY) {
-    snprintf(err, size, "no EGL display (%d devices; EGL error 0x%x)", (int)ndevice,
-             (unsigned)eglGetError());
-    return 1;
-  }
+  if (!query_devices || !platform_display || !query_devices(16, devices, &ndevice)) ndevice = 0;
   const EGLint config_attributes[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT,
                                       EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT,
                                       EGL_RED_SIZE, 8, EGL_GREEN_SIZE, 8, EGL_BLUE_SIZE, 8,
                                       EGL_ALPHA_SIZE, 8, EGL_DEPTH_SIZE, 24, EGL_STENCIL_SIZE, 8,
                                       EGL_NONE};
-  EGLConfig config;
-  EGLint nconfig = 0;
-  if (!eglChooseConfig(egl.display, config_attributes, &config, 1, &nconfig) || nconfig < 1) {
-    snprintf(err, size, "EGL %d.%d (%s): no RGBA8 / depth 24 / stencil 8 OpenGL configuration",
-             (int)major, (int)minor, eglQueryString(egl.display, EGL_VENDOR));
-    cfv_egl_release();
-    return 1;
-  }
-  if (!eglBindAPI(EGL_OPENGL_API) ||
-      (egl.context = eglCreateContext(egl.display, config, EGL_NO_CONTEXT, NULL)) == EGL_NO_CONTEXT) {
-    snprintf(err, size, "EGL %d.%d (%s): cannot create a desktop OpenGL context (0x%x)", (int)major,
-             (int)minor, eglQueryString(egl.display, EGL_VENDOR), (unsigned)eglGetError());
-    cfv_egl_release();
-    return 1;
-  }
-  // MuJoCo draws into its own offscreen framebuffer: no surface where the driver allows it, else a
-  // small pbuffer
-  egl.surface = EGL_NO_SURFACE;
-  if (!eglMakeCurrent(egl.display, EGL_NO_SURFACE, EGL_NO_SURFACE, egl.context)) {
-    const EGLint pbuffer_attributes[] = {EGL_WIDTH, 64, EGL_HEIGHT, 64, EGL_NONE};
-    egl.surface = eglCreatePbufferSurface(egl.display, config, pbuffer_attributes);
-    if (egl.surface == EGL_NO_SURFACE ||
-        !eglMakeCurrent(egl.display, egl.surface, egl.surface, egl.context)) {
-      snprintf(err, size, "EGL (%s): cannot make the context current (0x%x)",
-               eglQueryString(egl.display, EGL_VENDOR), (unsigned)eglGetError());
-      cfv_egl_release();
-      return 1;
+  const EGLint pbuffer_attributes[] = {EGL_WIDTH, 64, EGL_HEIGHT, 64, EGL_NONE};
+  const char* why = "no EGL display";
+  EGLint major = 0, minor = 0;
+  for (int i = 0; i <= ndevice; i++) {
+    egl.display = i < ndevice ? platform_display(EGL_PLATFORM_DEVICE_EXT, devices[i], NULL)
+                              : eglGetDisplay(EGL_DEFAULT_DISPLAY);
+    if (egl.display == EGL_NO_DISPLAY) continue;
+    if (!eglInitialize(egl.display, &major, &minor)) {
+      egl.display = EGL_NO_DISPLAY;
+      continue;
     }
+    EGLConfig config;
+    EGLint nconfig = 0;
+    if (!eglChooseConfig(egl.display, config_attributes, &config, 1, &nconfig) || nconfig < 1) {
+      why = "no RGBA8 / depth 24 / stencil 8 OpenGL configuration";
+    } else if (!eglBindAPI(EGL_OPENGL_API) ||
+               (egl.context = eglCreateContext(egl.display, config, EGL_NO_CONTEXT, NULL)) ==
+                   EGL_NO_CONTEXT) {
+      why = "cannot create a desktop OpenGL context";
+    } else if (eglMakeCurrent(egl.display, EGL_NO_SURFACE, EGL_NO_SURFACE, egl.context)) {
+      break;  // MuJoCo draws into its own offscreen framebuffer: no surface needed
+    } else if ((egl.surface = eglCreatePbufferSurface(egl.display, config, pbuffer_attributes)) !=
+                   EGL_NO_SURFACE &&
+               eglMakeCurrent(egl.display, egl.surface, egl.surface, egl.context)) {
+      break;  // where the driver wants a surface: a small pbuffer
+    } else {
+      why = "cannot make the context current";
+    }
+    cfv_egl_release();
   }
-  snprintf(err, size, "EGL %d.%d, %s", (int)major, (int)minor,
-           eglQueryString(egl.display, EGL_VENDOR));
+  if (egl.display == EGL_NO_DISPLAY) {
+    snprintf(err, size, "%s (%d EGL devices; EGL error 0x%x)", why, (int)ndevice,
+             (unsigned)eglGetError());
+    return 1;
+  }
+  const char* vendor = eglQueryString(egl.display, EGL_VENDOR);
+  snprintf(err, size, "EGL %d.%d, %s", (int)major, (int)minor, vendor ? vendor : "unknown vendor");
   return 0;
 }
 

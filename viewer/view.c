@@ -122,7 +122,7 @@ static GLFWwindow* open_window(int width, int height, int visible, const char* t
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
     fprintf(stderr, "chainfd-view: cannot initialise GLFW: no X display? (run under xvfb-run -a; "
-                    "--benchmark needs no display)\n");
+                    "--headless --gl egl and --benchmark need no display)\n");
     return NULL;
   }
   glfwWindowHint(GLFW_VISIBLE, visible ? GLFW_TRUE : GLFW_FALSE);
@@ -149,7 +149,9 @@ static int joined_links(viewer* v) {
   double ratio = INFINITY;
   for (int i = 0; i < s->links; i++) {
     int dof = chainfd_rollout_link_dof(s->ext_cpu, i), body = m->dof_bodyid[dof];
-    if (m->body_jntnum[body] != 1 || m->body_weldid[body] != body) return 1;
+    if (m->body_jntnum[body] != 1 || m->body_weldid[body] != body ||
+        m->jnt_type[m->body_jntadr[body]] != mjJNT_HINGE)  // a slide would open gaps a group hides
+      return 1;
     if (v->ext_geom[body] == -2) {  // this body's check, once
       int g = -1, geoms = 0;
       for (int b = v->ext_first[body]; b >= 0; b = v->ext_next[b]) {
@@ -182,8 +184,10 @@ static int joined_links(viewer* v) {
       int next = m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, i + 1)];
       double gap[3];
       mju_sub3(gap, v->ext_tip + 3 * body, m->body_pos + 3 * next);
-      if (m->body_parentid[next] != body && next != m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, 1)])
-        return 1;
+      // next hangs from this body; or it is the repeats' first, which hangs from link 0's body
+      int wrap = next == m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, 1)];
+      int from = wrap ? m->dof_bodyid[chainfd_rollout_link_dof(s->ext_cpu, 0)] : body;
+      if (m->body_parentid[next] != from) return 1;
       if (mju_norm3(gap) > 1e-6 * mju_norm3(v->ext_tip + 3 * body)) return 1;
     }
   }
@@ -202,7 +206,15 @@ static long init_extended_drawing(viewer* v) {
   v->ext_next = malloc(sizeof(int) * 3 * nb);
   v->ext_tip = malloc(sizeof(double) * 3 * nb);
   v->ext_join = 1;
-  if (!v->ext_look || !v->ext_have || !v->ext_rel || !v->ext_next || !v->ext_tip) return -1;
+  if (!v->ext_look || !v->ext_have || !v->ext_rel || !v->ext_next || !v->ext_tip) {
+    free(v->ext_look);  // none kept: add_extended_chain draws nothing of its own without ext_next
+    free(v->ext_have);
+    free(v->ext_rel);
+    free(v->ext_next);
+    free(v->ext_tip);
+    v->ext_look = NULL, v->ext_have = NULL, v->ext_rel = NULL, v->ext_next = NULL, v->ext_tip = NULL;
+    return -1;
+  }
   v->ext_first = v->ext_next + nb;
   v->ext_geom = v->ext_first + nb;
   for (size_t b = 0; b < nb; b++) v->ext_first[b] = v->ext_next[b] = -1, v->ext_geom[b] = -2;
@@ -899,6 +911,12 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   }
   double* times = calloc(2 * (size_t)o->frames, sizeof(double));  // per frame: steps, drawing
   if ((!use_egl && !v->win) || !times) {
+    if (!times) fprintf(stderr, "chainfd-view: out of memory for %d frames' timings\n", o->frames);
+    if (use_egl) cfv_egl_release();
+    if (v->win) {
+      glfwDestroyWindow(v->win);
+      glfwTerminate();
+    }
     free(times);
     free(v);
     free(rgb);
@@ -918,7 +936,7 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
   v->per_frame = per_frame;
   int warmup = (int)round(o->warmup / s->m->opt.timestep);
   v->r.t0 = cfv_now();
-  status = run_steps(v, warmup);
+  if (status == 0) status = run_steps(v, warmup);
 
   mjrRect rect = {0, 0, o->width, o->height};
   for (int f = 0; f < o->frames && status == 0; f++) {

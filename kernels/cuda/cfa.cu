@@ -243,7 +243,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
     double corr = __longlong_as_double((long long)__ldcg(acc + slot));  // L2: where the atomics are
     double size = __longlong_as_double((long long)__ldcg(acc + 2 + slot));
     done = cfd_cfa_done(corr, prev, size);  // every thread reads the same: all stop together
-    // refuse a result whose last correction is not small (cpu/cfa_cpu.c, step 6)
+    // refuse a result whose estimated error left is not small (cpu/cfa_cpu.c, step 6)
     if ((done || step == steps - 1) && gt == 0 && !cfd_cfa_converged(corr, prev, size))
       cfd_gpu_raise(error, CFD_ERR_INACCURATE);
     prev = corr;

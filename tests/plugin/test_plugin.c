@@ -403,6 +403,7 @@ static void test_fallback(void) {
     if (!m) break;
     const char* name = rk4 ? "RK4" : "Euler";
     if (rk4) m->opt.integrator = mjINT_RK4;
+    m->opt.enableflags |= mjENBL_ENERGY;  // kinetic energy: chainfd builds M (a timer of its own)
     mjData* d = mj_makeData(m);
     mjData* ref = mj_makeData(m);
     d->qvel[0] = ref->qvel[0] = 2.0;  // hits the upper limit within 0.1 s, bounces back
@@ -425,6 +426,15 @@ static void test_fallback(void) {
       dq = cfd_worst(dq, e);
     }
     mjcb_control = NULL;
+    // the timers chainfd's steps count (the step, forwards, advances) and those of MuJoCo's stage
+    // functions it calls, as often as mj_step counts them (not the position stage's own, nor the
+    // stages chainfd replaces: plugin/README.md)
+    static const int counted[] = {mjTIMER_STEP, mjTIMER_FORWARD, mjTIMER_ADVANCE, mjTIMER_POS_INERTIA,
+                                  mjTIMER_POS_COLLISION, mjTIMER_COL_BROAD, mjTIMER_COL_NARROW};
+    for (size_t k = 0; k < sizeof counted / sizeof counted[0]; k++)
+      EXPECT(d->timer[counted[k]].number == ref->timer[counted[k]].number,
+             "%s limit run: timer %d counted %d times, by mj_step %d", name, counted[k],
+             d->timer[counted[k]].number, ref->timer[counted[k]].number);
     chainfd_stats st;
     chainfd_get_stats(m, d, &st);
     printf("%s limit run: %lld chainfd steps, %lld MuJoCo steps (%d with MuJoCo's later RK4 stages "
