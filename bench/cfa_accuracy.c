@@ -7,14 +7,15 @@
 // benchmark's), with random q, qd, tau in the chain's own coordinates.
 //
 //   chainfd-cfa-accuracy [--sizes 1000,2048,4096,8192,16384] [--seed 42]
-//   chainfd-cfa-accuracy --probe STATES [--sizes ...]
+//   chainfd-cfa-accuracy --probe STATES [--sizes ...] [--gpu]
 //
 // --probe: the acceptance test itself. For STATES random states at each size (state s on a chain
 // tiled from random 1000-link chain s: the same STATES base chains at every size), the default
 // CFA's status and its true error; it reports the worst error CFA accepted and the best it
 // refused, and says where it accepted none (a rule that refuses everything keeps its promise
 // vacuously). CFA promises never to accept above 1e-8 (cfd_cfa_converged); the exit status is 1
-// when it did.
+// when it did. --gpu: cuda.cfa on device 0 as well, on the same states (its residuals and
+// eliminations round otherwise; the acceptance rule is the same, kernels/cfa_blocks.h).
 //
 // Errors are max_i |qacc_i - ref_i| / max_i |ref_i|; "st" is the back end's status (0, or
 // CFD_ERR_INACCURATE when the refinement did not converge: qacc is still the last iterate).
@@ -28,15 +29,18 @@
 #include "cfd_math.h"
 #include "chain.h"
 #include "chain_gen.h"
+#include "chainfd_batch.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
 // The acceptance probe (--probe): per size, states on chains of their own.
-static int probe(const char* sizes, int states, unsigned long long seed) {
-  printf("CFA acceptance (cpu.cfa, %d refinement steps) against the long-double reference\n",
-         cfd_cfa_refine_steps);
-  printf("%6s %7s %8s %8s %12s %12s %12s %12s\n", "n", "states", "accepted", "refused", "worst acc.",
+static int probe(const char* sizes, int states, unsigned long long seed, int gpu, int verbose) {
+  printf("CFA acceptance (cpu.cfa%s, %d refinement steps) against the long-double reference\n",
+         gpu ? " and cuda.cfa" : "", cfd_cfa_refine_steps);
+  printf("%6s %7s %8s %8s %12s %12s %12s %12s", "n", "states", "accepted", "refused", "worst acc.",
          "best refused", "fast, same", "fast, all");
+  if (gpu) printf(" %12s %12s", "GPU accepted", "GPU worst");
+  printf("\n");
   double worst_all = 0;
   for (const char* p = sizes; *p;) {
     int n = atoi(p);
@@ -46,6 +50,8 @@ static int probe(const char* sizes, int states, unsigned long long seed) {
     int accepted = 0, refused = 0;
     double worst = 0, best_refused = INFINITY;
     double fast_accepted = 0, fast_all = 0;  // cpu.fast's worst on the states CFA accepted; on all
+    int gpu_accepted = 0;
+    double gpu_worst = 0;
     for (int s = 0; s < states; s++) {
       char spec[128], err[1024];
       snprintf(spec, sizeof spec, "chain:1000,random=1,seed=%llu,armature=0.01", seed + 7919ull * s);
@@ -84,15 +90,40 @@ static int probe(const char* sizes, int states, unsigned long long seed) {
         fprintf(stderr, "n=%d state %d: status %d\n", n, s, st);
         return 2;
       }
+      if (gpu) {  // the same state through cuda.cfa
+        cfd_gpu* g = NULL;
+        int gst = CFD_ERR_INACCURATE;  // past CFD_GPU_CFA_MAX_N links: refused by create
+        if (n <= CFD_GPU_CFA_MAX_N) {
+          if (cfd_gpu_create(&c, 0, CFD_GPU_CFA, &g, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+          }
+          gst = cfd_gpu_fd(g, 1, q, qd, tau, NULL, x, CFD_HOST, err, sizeof err);
+          cfd_gpu_free(g);
+        }
+        if (verbose)
+          printf("  n=%d state %d: cpu.cfa %s %.2e, cuda.cfa %s %.2e, cpu.fast %.2e\n", n, s,
+                 st ? "refused" : "accepted", e, gst ? "refused" : "accepted",
+                 gst ? 0.0 : cfd_rel_err_inf(x, ref, n), e_fast);
+        if (gst == CFD_OK) {
+          gpu_accepted++;
+          gpu_worst = cfd_worst(gpu_worst, cfd_rel_err_inf(x, ref, n));
+        } else if (gst != CFD_ERR_INACCURATE && gst != CFD_ERR_SINGULAR) {
+          fprintf(stderr, "n=%d state %d: cuda.cfa: %s\n", n, s, err);
+          return 2;
+        }
+      }
       free(v);
       free(w);
       cfd_chain_free(&c);
       cfd_chain_free(&base);
     }
-    printf("%6d %7d %8d %8d %12.2e %12.2e %12.2e %12.2e%s\n", n, states, accepted, refused, worst,
-           best_refused, fast_accepted, fast_all, accepted ? "" : "  (none accepted)");
+    printf("%6d %7d %8d %8d %12.2e %12.2e %12.2e %12.2e", n, states, accepted, refused, worst,
+           best_refused, fast_accepted, fast_all);
+    if (gpu) printf(" %12d %12.2e", gpu_accepted, gpu_worst);
+    printf("%s\n", accepted || gpu_accepted ? "" : "  (none accepted)");
     fflush(stdout);
-    worst_all = cfd_worst(worst_all, worst);
+    worst_all = cfd_worst(cfd_worst(worst_all, worst), gpu_worst);
   }
   int ok = worst_all <= 1e-8;
   printf("worst accepted %.2e: %s\n", worst_all, ok ? "within 1e-8" : "ABOVE 1e-8");
@@ -102,10 +133,12 @@ static int probe(const char* sizes, int states, unsigned long long seed) {
 int main(int argc, char** argv) {
   const char* sizes = "1000,2048,4096,8192,16384";
   unsigned long long seed = 42;
-  int probe_states = 0;
+  int probe_states = 0, gpu = 0, verbose = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--gpu")) gpu = 1;
+    else if (!strcmp(argv[i], "--verbose")) verbose = 1;
     else if (!strcmp(argv[i], "--probe") && i + 1 < argc) {
       if ((probe_states = atoi(argv[++i])) < 1) {
         fprintf(stderr, "--probe takes a number of states, not '%s'\n", argv[i]);
@@ -113,11 +146,15 @@ int main(int argc, char** argv) {
       }
     }
     else {
-      fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S] [--probe STATES]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S] [--probe STATES [--gpu] [--verbose]]\n", argv[0]);
       return 2;
     }
   }
-  if (probe_states > 0) return probe(sizes, probe_states, seed);
+  if (gpu && (!probe_states || cfd_gpu_device_count() < 1)) {
+    fprintf(stderr, "--gpu: %s\n", probe_states ? "no CUDA device" : "only with --probe");
+    return 2;
+  }
+  if (probe_states > 0) return probe(sizes, probe_states, seed, gpu, verbose);
   char err[1024];
   mjModel* m = cfd_load_model("chain:1000,random=1,seed=1,armature=0.01", err, sizeof err);
   cfd_chain base;

@@ -43,6 +43,15 @@ int cfd_gpu_device_name(int device, char* buf, int size);
 // Bytes of memory of device i (0 when there is no such device).
 size_t cfd_gpu_device_memory(int device);
 
+// cuda.cfa refuses chains past this many links (MuJoCo compiles none longer: this concerns tiled
+// and extended chains). Its refinement's residual is inverse dynamics in the world frame, whose
+// rounding on long ill-conditioned chains can bias the point the refinement converges to beyond
+// the 1e-8 CFA promises, unseen by its convergence test: `chainfd-cfa-accuracy --probe 40 --gpu`
+// on the H100 had cuda.cfa accept a 1536-link state at 1.0e-7 (cpu.cfa refused it), while its
+// worst accepted were 6.7e-11 at 1024 links, 1.1e-10 at 1152 and 3.3e-9 at 1280
+// (bench/results/h100_cfa_probe.txt). cpu.cfa, whose residual is in link frames, has no cap.
+#define CFD_GPU_CFA_MAX_N 1024
+
 // Uploads chain c to device `device` for one algorithm. The chain is copied; c may be freed.
 int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gpu** out, char* err,
                    int err_size);

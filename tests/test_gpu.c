@@ -22,7 +22,8 @@
 // refuse its batch of 1000 (among 1000 random states of 1024 links some are too ill-conditioned
 // for its refinement, and the batch is refused as a whole); solve or refuse any batch (random
 // states of 4096 links); or refuse the model (a link with a singular spatial inertia). Where its
-// refinement does not converge it must refuse, never return an inaccurate answer.
+// refinement does not converge it must refuse, never return an inaccurate answer. Past
+// CFD_GPU_CFA_MAX_N links it refuses every chain (chainfd_batch.h).
 enum { CFA_SOLVES, CFA_SMALL_BATCHES, CFA_MAY_NOT_CONVERGE, CFA_REFUSES };
 
 typedef struct {
@@ -43,7 +44,9 @@ static const gpu_case cases[] = {
     {"chain:200,random=1,seed=34,slide=0.2", {1, 7, 0}, 1e-10, 0, CFA_SOLVES},
     {"chain:1000,random=1,seed=35,armature=0.01", {1, 7, 1000}, 1e-9, 1024, CFA_SMALL_BATCHES},
     {"chain:1000,random=1,seed=36,armature=0.01", {1, 3, 0}, 1e-8, 4096, CFA_MAY_NOT_CONVERGE},
-    // a uniform chain of 4096 links, where CFA converges (measured 1e-9 on its CPU twin)
+    // a uniform chain at cuda.cfa's cap, where CFA converges; and of 4096 links (refused by
+    // cuda.cfa as past the cap, solved by the others)
+    {"chain:10,armature=0.05", {1, 7, 0}, 1e-8, CFD_GPU_CFA_MAX_N, CFA_SOLVES},
     {"chain:10,armature=0.05", {1, 7, 0}, 1e-8, 4096, CFA_SOLVES},
 };
 
@@ -117,12 +120,15 @@ static void test_case(const gpu_case* tc) {
     for (int alg = 0; alg < 4; alg++) {
       if (alg == CFD_GPU_ABIA_F32 && tc->tile) continue;  // float32 promises no digits there
       cfd_gpu* g;
-      int refuse = alg == CFD_GPU_CFA && tc->cfa == CFA_REFUSES;
+      int too_long = alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N;
+      int refuse = alg == CFD_GPU_CFA && (tc->cfa == CFA_REFUSES || too_long);
       int st = cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err);
       if (refuse) printf("%-44s n=%-5d %-10s refused: %s\n", tc->model, n,
                          cfd_gpu_algorithm_name(alg), st ? err : "(not refused)");
-      EXPECT(!st == !refuse && (!refuse || strstr(err, "singular")), "%s %s: %s", tc->model,
-             cfd_gpu_algorithm_name(alg), st ? err : "a singular link must be refused");
+      EXPECT(!st == !refuse &&
+                 (!refuse || strstr(err, too_long ? "links are refused" : "singular")),
+             "%s %s: %s", tc->model, cfd_gpu_algorithm_name(alg),
+             st ? err : too_long ? "a chain past the cap must be refused" : "a singular link must be refused");
       if (st || refuse) {
         if (!st) cfd_gpu_free(g);
         continue;

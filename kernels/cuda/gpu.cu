@@ -201,6 +201,13 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     return 1;
   }
   int n = c->n;
+  if (alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N) {
+    snprintf(err, err_size,
+             "cuda.cfa: chains past %d links are refused (this one has %d): there its world-frame "
+             "residual's rounding can bias the answer beyond 1e-8 unseen (chainfd_batch.h); "
+             "cpu.cfa, cuda.abia or cuda.jsiia take them", CFD_GPU_CFA_MAX_N, n);
+    return 1;
+  }
   double* jinv = NULL;
   double* basis = NULL;
   double* sigma = NULL;
