@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "cfd_math.h"
+#include "cfd_median.h"
 #include "chain_gen.h"
 #include "mj_random.h"
 
@@ -68,16 +69,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double* x, int n) {
-  qsort(x, n, sizeof(double), cmp_double);
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 
@@ -216,7 +207,7 @@ static int bench_size(int n, const config* cfg, size_result* res) {
     cfd_solver_free(x->solver);
     x->solver = NULL;
     if (x->nbatch == 0) continue;
-    x->median_us = median(us + (size_t)j * B, x->nbatch);
+    x->median_us = cfd_median(us + (size_t)j * B, x->nbatch);
     x->ratio = res->m[0].median_us / x->median_us;
   }
   free(us);

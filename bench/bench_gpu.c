@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "cfd_math.h"
+#include "cfd_median.h"
 #include "chain_gen.h"
 #include "chainfd_batch.h"
 #include "chainfd_rollout.h"
@@ -39,16 +40,6 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double* x, int n) {
-  qsort(x, n, sizeof(double), cmp_double);
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 typedef struct {
@@ -157,7 +148,7 @@ static double fast_per_call(const model_set* s, int threads, double budget) {
     reps[r] = (now() - t0) / count;
     if (reps[r] * count > budget) count = count / 2 > threads ? count / 2 : threads;
   }
-  return median(reps, 5);
+  return cfd_median(reps, 5);
 }
 
 typedef struct {
@@ -210,7 +201,7 @@ static double mj_per_call(model_set* s, int threads, double budget) {
   int nrep = took > 0.5 ? 1 : 5;
   reps[0] = took / count;
   for (int r = 1; r < nrep; r++) reps[r] = mj_time(s, count, threads) / count;
-  return median(reps, nrep);
+  return cfd_median(reps, nrep);
 }
 
 // ---- GPU ------------------------------------------------------------------------------------------
@@ -289,8 +280,8 @@ static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budg
       if (timed) kernels[rep / 2] = k / inner * 1e3;
       else walls[rep / 2] = (now() - t0) / inner * 1e6;
     }
-    r.wall_us = median(walls, nrep / 2);
-    r.kernel_us = median(kernels, nrep / 2);
+    r.wall_us = cfd_median(walls, nrep / 2);
+    r.kernel_us = cfd_median(kernels, nrep / 2);
     r.ok = 1;
   }
   cudaFree(dq); cudaFree(dqd); cudaFree(dtau); cudaFree(dqacc);
@@ -647,7 +638,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       if (took >= budget) mj_rates[got++] = (double)mjB * H / took;
       else mjB *= 2;
     }
-    double mj_rate = got ? median(mj_rates, got) : 0;  // the runs that reached the budget
+    double mj_rate = got ? cfd_median(mj_rates, got) : 0;  // the runs that reached the budget
     for (int B = 1; B <= maxB; B *= 4) {
       double* init = malloc(sizeof(double) * (size_t)B * nx);
       double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
@@ -695,10 +686,10 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
       else {
-        double tr = median(res, 7), te = median(e2e, 7), tp = median(pin, 7), to = median(one, 7);
+        double tr = cfd_median(res, 7), te = cfd_median(e2e, 7), tp = cfd_median(pin, 7), to = cfd_median(one, 7);
         double steps = (double)B * H;
         double mj_time = B < cores ? H * (double)cores / mj_rate : steps / mj_rate;  // per batch
-        double tx = median(other, 7);
+        double tx = cfd_median(other, 7);
         printf("%7d %5d %14.3g %14.3g %14.3g %14.3g %10.3f %14.3g %10.3f %9.0fx\n", B, H, mj_rate,
                steps / tr, to > 0 ? steps / to : 0, tx > 0 ? steps / tx : 0, te * 1e3, steps / tp,
                tp * 1e3, mj_time / tr);
@@ -767,7 +758,7 @@ static void long_rollouts(const char* spec, const char* label, int cores, double
     for (int t = 0; t < cores; t++) pthread_join(tid[t], NULL);
     all[rep] = (now() - a) / 4 / cores;  // per env-step with every core busy
   }
-  double mj_one = median(one, 3), mj_all = median(all, 3);
+  double mj_one = cfd_median(one, 3), mj_all = cfd_median(all, 3);
   int Bs[5] = {1, 8, 64, 256, 1024};
   for (int bi = 0; bi < 5; bi++) {
     int B = Bs[bi];
@@ -796,7 +787,7 @@ static void long_rollouts(const char* spec, const char* label, int cores, double
     }
     if (!ok) printf("%5d  error: %s\n", B, err);
     else {
-      double ts = median(scan, reps), tl = median(lanes, reps);
+      double ts = cfd_median(scan, reps), tl = cfd_median(lanes, reps);
       // MuJoCo's step of the batch: one core for one instance, else B on all cores (B below
       // the core count: each on a core of a busy host)
       double mj = B == 1 ? mj_one : mj_all * (B < cores ? cores : B);
@@ -878,7 +869,7 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
     }
     if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
     else {
-      double a1 = median(t1, reps), aN = median(tN, reps), steps = (double)B * H;
+      double a1 = cfd_median(t1, reps), aN = cfd_median(tN, reps), steps = (double)B * H;
       printf("%7d %5d %14.3g %14.3g %8.2fx %10.1e\n", B, H, steps / a1, steps / aN, a1 / aN, diff);
       emit("rollout_multi_gpu", spec, n, B, "cuda.rollout.end_to_end.pinned.gpu0", a1 * 1e6, 0, 0);
       emit("rollout_multi_gpu", spec, n, B, "cuda.rollout.end_to_end.pinned.all_gpus", aN * 1e6, 0, diff);

@@ -14,6 +14,7 @@
 #include "chain_gen.h"
 #include "chainfd.h"
 #include "backend.h"
+#include "cfd_median.h"
 #include "chainfd_batch.h"
 #include "gpu_tuning.h"
 #include "mj_random.h"
@@ -22,11 +23,6 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
 }
 
 // median over 5 repetitions of the time per step of `steps` steps from the same start
@@ -43,8 +39,7 @@ static double time_steps(const mjModel* m, mjData* d, const mjData* start, chain
     reps[r] = (now() - t0) / steps;
   }
   memcpy(qpos_end, d->qpos, sizeof(double) * m->nq);
-  qsort(reps, 5, sizeof(double), cmp);
-  return reps[2];
+  return cfd_median(reps, 5);
 }
 
 // Where a step's time goes. MuJoCo's stages that chainfd_step runs before it needs qacc (the
@@ -59,8 +54,7 @@ static double time_stages(const mjModel* m, mjData* d, const mjData* start) {
     mj_sensorPos(m, d); mj_fwdVelocity(m, d); mj_sensorVel(m, d); mj_fwdActuation(m, d);
     reps[r] = now() - t0;
   }
-  qsort(reps, 51, sizeof(double), cmp);
-  return reps[25] * 1e6;
+  return cfd_median(reps, 51) * 1e6;
 }
 
 // and a GPU back end's solves alone on the start state, median us over 51 calls: one state
@@ -137,16 +131,17 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
     cfd_solver_free(s);
     return;
   }
-  for (int k = 0; k < 9; k++) qsort(t[k], 51, sizeof(double), cmp);
-  printf("               solves: one state %.1f us, two %.1f (kernels %.1f)", t[0][25] * 1e6,
-         t[1][25] * 1e6, t[4][25] * 1e6);
+  double med[9];
+  for (int k = 0; k < 9; k++) med[k] = cfd_median(t[k], 51);
+  printf("               solves: one state %.1f us, two %.1f (kernels %.1f)", med[0] * 1e6,
+         med[1] * 1e6, med[4] * 1e6);
   if (cfd_solver_splits(s))
     printf(", split call of two back to back %.1f (begin %.1f, finish %.1f; kernels %.1f)",
-           t[2][25] * 1e6, t[5][25] * 1e6, t[6][25] * 1e6, t[3][25] * 1e6);
+           med[2] * 1e6, med[5] * 1e6, med[6] * 1e6, med[3] * 1e6);
   printf("\n");
   printf("               with %.0f us of the caller's work between: two %.1f us", CALLER_US,
-         t[7][25] * 1e6);
-  if (cfd_solver_splits(s)) printf(", split call %.1f", t[8][25] * 1e6);
+         med[7] * 1e6);
+  if (cfd_solver_splits(s)) printf(", split call %.1f", med[8] * 1e6);
   printf("\n");
   free(x);
   cfd_solver_free(s);

@@ -33,6 +33,16 @@
 #include "mj_chain.h"
 #include "mj_random.h"
 
+// A random state in the chain's own coordinates: q, qd, tau uniform in [-3.14, 3.14], [-2, 2], [-1, 1].
+static void random_state(unsigned long long seed, int n, double* q, double* qd, double* tau) {
+  cfd_rng rng = {seed};
+  for (int i = 0; i < n; i++) {
+    q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
+    qd[i] = cfd_rng_uniform(&rng, -2, 2);
+    tau[i] = cfd_rng_uniform(&rng, -1, 1);
+  }
+}
+
 // The acceptance probe (--probe): per size, states on chains of their own.
 static int probe(const char* sizes, int states, unsigned long long seed, int gpu, int verbose) {
   printf("CFA acceptance (cpu.cfa%s, %d refinement steps) against the long-double reference\n",
@@ -67,12 +77,8 @@ static int probe(const char* sizes, int states, unsigned long long seed, int gpu
       double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
       if (!v || !w) return 2;
       double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
-      cfd_rng rng = {seed * 31 + (unsigned long long)n * 1000003ull + (unsigned long long)s};
-      for (int i = 0; i < n; i++) {
-        q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
-        qd[i] = cfd_rng_uniform(&rng, -2, 2);
-        tau[i] = cfd_rng_uniform(&rng, -1, 1);
-      }
+      random_state(seed * 31 + (unsigned long long)n * 1000003ull + (unsigned long long)s, n, q, qd,
+                   tau);
       if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))
         return 2;
       double e_fast = cfd_rel_err_inf(fast, ref, n);
@@ -179,12 +185,7 @@ int main(int argc, char** argv) {
     double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
     if (!v || !w) return 1;
     double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
-    cfd_rng rng = {seed};
-    for (int i = 0; i < n; i++) {
-      q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
-      qd[i] = cfd_rng_uniform(&rng, -2, 2);
-      tau[i] = cfd_rng_uniform(&rng, -1, 1);
-    }
+    random_state(seed, n, q, qd, tau);
     if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))
       return 1;
     cfd_cfa_refine_steps = 0;

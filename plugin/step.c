@@ -306,9 +306,9 @@ static void tell_fallback(chainfd_stepper* s, unsigned kind, const char* what, c
 // MuJoCo steps (or the call is refused) for the reason in why; said once per kind and stepper.
 static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, unsigned kind,
                      const char* why) {
-  snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
   if (s->timer_valid) memcpy(d->timer, s->saved_timer, sizeof s->saved_timer);
   if (s->cfg.fallback_error) {
+    snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
     if (step && s->saved_valid) {  // as the step found it, a bad state's reset undone
       mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
       memcpy(d->warning, s->saved_warning, sizeof s->saved_warning);

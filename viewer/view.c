@@ -22,6 +22,7 @@
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 
+#include "cfd_median.h"
 #include "egl.h"
 #include "png.h"
 
@@ -100,17 +101,6 @@ static void say(const char* fmt, ...) {
   va_end(ap);
   putchar('\n');
   fflush(stdout);
-}
-
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-// The median of x[0..n) (sorts x).
-static double median(double* x, int n) {
-  qsort(x, n, sizeof(double), cmp_double);
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 static void glfw_error(int code, const char* what) {
@@ -983,7 +973,7 @@ int cfv_run_headless(cfv_sim* s, const cfv_view_opts* o) {
     int n = o->frames - 1;
     if (n > 0)
       printf("headless: per frame (median of %d): steps %.3f ms, drawing %.3f ms (%s%s)\n", n,
-             1e3 * median(times + 1, n), 1e3 * median(times + o->frames + 1, n), context,
+             1e3 * cfd_median(times + 1, n), 1e3 * cfd_median(times + o->frames + 1, n), context,
              o->out ? ", PNG encoding included" : "");
   }
   if (status == 0 && !cfv_sim_finite(s)) status = 1;
