@@ -21,15 +21,21 @@ static const char* name_of(const mjModel* m, int type, int id, char* buf, int si
   return buf;
 }
 
-static int refuse(char* err, int size, const char* fmt, ...) {
-  if (err && size > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, size, fmt, ap);
-    va_end(ap);
-  }
+int cfd_refuse_prefixed(char* err, int size, const char* prefix, const char* fmt, va_list ap) {
+  if (!err || size <= 0) return 1;
+  int len = snprintf(err, size, "%s", prefix);
+  if (len >= 0 && len < size) vsnprintf(err + len, size - len, fmt, ap);
   return 1;
 }
+
+int cfd_refuse(char* err, int size, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cfd_refuse_prefixed(err, size, "", fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
 
 static const char* joint_type_name(int t) {
   switch (t) {
@@ -62,26 +68,26 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
   memset(c, 0, sizeof(*c));
   if (err && err_size > 0) err[0] = 0;
 
-  if (m->nv == 0) return refuse(err, err_size, "the model has no joints: nothing to simulate");
+  if (m->nv == 0) return cfd_refuse(err, err_size, "the model has no joints: nothing to simulate");
   for (int j = 0; j < m->njnt; j++) {
     int t = m->jnt_type[j];
     if (t != mjJNT_HINGE && t != mjJNT_SLIDE)
-      return refuse(err, err_size,
+      return cfd_refuse(err, err_size,
                     "joint %s of body %s is a %s joint: chainfd supports hinge and slide joints only",
                     name_of(m, mjOBJ_JOINT, j, nj, sizeof nj),
                     name_of(m, mjOBJ_BODY, m->jnt_bodyid[j], nb, sizeof nb), joint_type_name(t));
   }
   for (int t = 0; t < m->ntendon; t++)
     if (m->tendon_armature[t] != 0)
-      return refuse(err, err_size,
+      return cfd_refuse(err, err_size,
                     "tendon %s has armature: it adds off-diagonal terms to M, which chainfd does not model",
                     name_of(m, mjOBJ_TENDON, t, nx, sizeof nx));
   if (m->nflex > 0)
-    return refuse(err, err_size, "flex %s: deformable objects are not chains",
+    return cfd_refuse(err, err_size, "flex %s: deformable objects are not chains",
                   name_of(m, mjOBJ_FLEX, 0, nx, sizeof nx));
   for (int a = 0; a < m->nu; a++)
     if (m->actuator_armature[a] != 0)
-      return refuse(err, err_size,
+      return cfd_refuse(err, err_size,
                     "actuator %s has armature: chainfd reads armature from dof_armature only",
                     name_of(m, mjOBJ_ACTUATOR, a, nx, sizeof nx));
 
@@ -91,7 +97,7 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
   double* inp = malloc(sizeof(double) * 3 * nbody);
   if (!owner || !inR || !inp || cfd_chain_alloc(c, m->nv)) {
     free(owner); free(inR); free(inp);
-    return refuse(err, err_size, "out of memory building the chain model (%d dofs)", m->nv);
+    return cfd_refuse(err, err_size, "out of memory building the chain model (%d dofs)", m->nv);
   }
   static const double I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   owner[0] = -1;
@@ -120,13 +126,13 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
     int mocap = m->body_mocapid[b] >= 0;  // a mocap body anywhere above moves the base
     for (int a = parent; a > 0 && !mocap; a = m->body_parentid[a]) mocap = m->body_mocapid[a] >= 0;
     if (mocap) {
-      status = refuse(err, err_size, "body %s has joints and a mocap ancestor: the base must be fixed",
+      status = cfd_refuse(err, err_size, "body %s has joints and a mocap ancestor: the base must be fixed",
                       name_of(m, mjOBJ_BODY, b, nb, sizeof nb));
       break;
     }
     if (own != n - 1) {  // a second child link of the same link (or of the world): a branch
       int other = (own + 1 < n) ? c->body[own + 1] : -1;
-      status = refuse(err, err_size,
+      status = cfd_refuse(err, err_size,
                       "body %s branches the chain: it hangs from %s, which already carries body %s; "
                       "chainfd needs a serial chain (one moving child per link)",
                       name_of(m, mjOBJ_BODY, b, nb, sizeof nb),
@@ -161,9 +167,9 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
   }
   free(owner); free(inR); free(inp);
   if (!status && n != m->nv)
-    status = refuse(err, err_size, "internal: %d links for %d dofs", n, m->nv);
+    status = cfd_refuse(err, err_size, "internal: %d links for %d dofs", n, m->nv);
   for (int i = 0; i < n && !status; i++)  // links are dofs in MuJoCo's order: vectors need no permutation
-    if (c->dof[i] != i) status = refuse(err, err_size, "internal: link %d is dof %d", i, c->dof[i]);
+    if (c->dof[i] != i) status = cfd_refuse(err, err_size, "internal: link %d is dof %d", i, c->dof[i]);
   if (status) {
     cfd_chain_free(c);
     return status;

@@ -2,6 +2,8 @@
 #ifndef CHAINFD_MJ_CHAIN_H
 #define CHAINFD_MJ_CHAIN_H
 
+#include <stdarg.h>
+
 #include <mujoco/mujoco.h>
 
 #include "chain.h"
@@ -9,6 +11,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// A refusal's message into err (prefix, then fmt formatted; err may be NULL): returns 1, so that
+// a check can `return cfd_refuse(...)`. The adapters, the rollouts and the stepper share it.
+int cfd_refuse(char* err, int size, const char* fmt, ...);
+int cfd_refuse_prefixed(char* err, int size, const char* prefix, const char* fmt, va_list ap);
 
 // Builds the chain model of m. Returns 0 on success; otherwise fills err with why the model is
 // refused (naming the body, joint or element) and returns nonzero, leaving *c empty.

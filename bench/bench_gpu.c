@@ -2,10 +2,10 @@
 //
 //   fig2: one chain, n = 8 ... 16384 links: time of one forward dynamics for each GPU back end
 //         (states resident on the device), the fast CPU path, and mj_forward on one core
-//         (paper 000 Fig. 2)
+//         ([GPUFD] Fig. 2)
 //   fig3: B independent problems, B = 1 ... 65536, for 10 and 200 links: time per batch for each
 //         GPU back end and for mj_forward on one core and on all cores (one mjData per thread)
-//         (paper 000 Fig. 3)
+//         ([GPUFD] Fig. 3)
 //   arm7: the 7-dof arm at B = 65536: forward dynamics per second, GPU vs MuJoCo on all cores
 //
 // Same model and states for everyone: P distinct random MuJoCo states (mj_forward makes them
@@ -28,9 +28,10 @@
 #include "cfd_math.h"
 #include "cfd_median.h"
 #include "chain_gen.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "chainfd_rollout.h"
-#include "gpu_tuning.h"
+#include "abia_variants.h"
+#include "rollout_internal.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
@@ -209,16 +210,27 @@ static double mj_per_call(model_set* s, int threads, double budget) {
 typedef struct {
   double wall_us, kernel_us, err;
   int ok;
+  double phases[64];  // with tuning.profile: the last launch's phases (us)
+  int nphases;
 } gpu_meas;
 
+// --cfa-steps: cuda.cfa's refinement steps in every run (0: the library's)
+static int cfa_steps;
+
 // times one GPU back end on B states (device-resident), checks qacc against cpu.fast
-static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budget) {
-  gpu_meas r = {0, 0, 0, 0};
+// under tuning t (NULL: the library's rules)
+static gpu_meas gpu_time_tuned(model_set* s, cfd_gpu_algorithm alg, int B, double budget,
+                               const cfd_gpu_tuning* t) {
+  gpu_meas r = {0};
   int n = s->chain.n;
   char err[1024];
-  cfd_gpu* g;
-  if (cfd_gpu_create(&s->chain, 0, alg, &g, err, sizeof err)) {
+  cfd_gpu* g = NULL;
+  cfd_gpu_tuning tune = t ? *t : (cfd_gpu_tuning){0};
+  if (!tune.cfa_steps) tune.cfa_steps = cfa_steps;
+  if (cfd_gpu_create(&s->chain, 0, alg, &g, err, sizeof err) ||
+      cfd_gpu_set_tuning(g, &tune, err, sizeof err)) {
     fprintf(stderr, "%s: %s\n", cfd_gpu_algorithm_name(alg), err);
+    cfd_gpu_free(g);
     return r;
   }
   size_t total = (size_t)B * n;
@@ -283,11 +295,16 @@ static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budg
     r.wall_us = cfd_median(walls, nrep / 2);
     r.kernel_us = cfd_median(kernels, nrep / 2);
     r.ok = 1;
+    r.nphases = cfd_gpu_phases(g, r.phases, 64);
   }
   cudaFree(dq); cudaFree(dqd); cudaFree(dtau); cudaFree(dqacc);
   cfd_gpu_free(g);
   free(hq); free(hqd); free(htau); free(hqacc);
   return r;
+}
+
+static gpu_meas gpu_time(model_set* s, cfd_gpu_algorithm alg, int B, double budget) {
+  return gpu_time_tuned(s, alg, B, budget, NULL);
 }
 
 static FILE* json;
@@ -358,7 +375,7 @@ static void fig2(int min_n, int max_n, double budget) {
   }
 }
 
-// CFA on one chain, launch layouts side by side (the kernel-variant record DESIGN 5 asks for):
+// CFA on one chain, launch layouts side by side (the kernel-variant record, docs/DESIGN.md 5):
 // threads per block x blocks per cluster, with and without iterative refinement, beside
 // mj_forward. n = 1023 is the longest chain MuJoCo 4.0 compiles; longer ones are tiled.
 static void cfa_layouts(int min_n, int max_n, double budget) {
@@ -380,22 +397,16 @@ static void cfa_layouts(int min_n, int max_n, double budget) {
     printf("n = %d (mj_forward %.1f us)\n", n, tmj);
     for (int l = 0; l < nlayout; l++) {
       for (int refine = 1; refine >= 0; refine--) {
-        int saved = cfd_cfa_refine_steps;
-        if (!refine) cfd_cfa_refine_steps = 0;
-        cfd_gpu_cfa_threads = layouts[l][0];
-        cfd_gpu_cfa_cluster = layouts[l][1];
-        cfd_gpu_cfa_profile = l == 0 && refine;
-        gpu_meas gm = gpu_time(&s, CFD_GPU_CFA, 1, budget);
-        cfd_gpu_cfa_profile = 0;
-        cfd_cfa_refine_steps = saved;
+        cfd_gpu_tuning t = {.cfa_threads = layouts[l][0], .cfa_cluster = layouts[l][1],
+                            .cfa_steps = refine ? 0 : CFD_CFA_NO_REFINE, .profile = l == 0 && refine};
+        gpu_meas gm = gpu_time_tuned(&s, CFD_GPU_CFA, 1, budget, &t);
         if (gm.ok && l == 0 && refine) {  // where the time goes, phase by phase (last launch)
           static const char* names[] = {"ID", "blocks", "rhs", "levels", "solve", "qdd"};
           static const char* again[] = {"ID", "rhs", "levels", "solve", "qdd"};
-          double ph[64];
-          int np = cfd_gpu_cfa_phases(ph, 64);
           printf("  phases (us):");
-          for (int k = 0; k < np; k++)
-            printf(" %s%s %.1f", k == 6 ? "| refine: " : "", k < 6 ? names[k] : again[(k - 6) % 5], ph[k]);
+          for (int k = 0; k < gm.nphases; k++)
+            printf(" %s%s %.1f", k == 6 ? "| refine: " : "", k < 6 ? names[k] : again[(k - 6) % 5],
+                   gm.phases[k]);
           printf("\n");
         }
         if (!gm.ok) continue;
@@ -408,7 +419,6 @@ static void cfa_layouts(int min_n, int max_n, double budget) {
         if (tmj > 0 && refine && l == 0) printf("  %-26s x%.0f mj_forward\n", "", tmj / gm.wall_us);
       }
     }
-    cfd_gpu_cfa_threads = cfd_gpu_cfa_cluster = 0;
     fflush(stdout);
     free_set(&s);
   }
@@ -436,28 +446,19 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
         char who[96];
         gpu_meas gm;
         if (l <= -4) {  // 32 groups of lanes per thread block instead of 16: the default length, 2
-          cfd_gpu_abia_variant = 10;
-          cfd_gpu_abia_scan_groups = 32;
-          cfd_gpu_abia_scan_links = l == -5 ? 2 : 0;
-          cfd_gpu_abia_scan_profile = B == 1;
-          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
-          cfd_gpu_abia_variant = 0;
-          cfd_gpu_abia_scan_groups = 0;
-          cfd_gpu_abia_scan_links = 0;
-          cfd_gpu_abia_scan_profile = 0;
+          cfd_gpu_tuning t = {.abia_kernel = CFD_ABIA_SCAN, .scan_groups = 32,
+                              .scan_links = l == -5 ? 2 : 0, .profile = B == 1};
+          gm = gpu_time_tuned(&s, CFD_GPU_ABIA, B, budget, &t);
           snprintf(who, sizeof who, "cuda.abia[scan,%d,32/block]", l == -5 ? 2 : 0);
           if (gm.ok && B == 1) {
-            double ph[16];
-            int np = cfd_gpu_abia_scan_phases(ph, 16);
             printf("  %-28s phases (us):", who);
-            for (int k = 0; k < np && k < 7; k++) printf(" %.1f", ph[k]);
+            for (int k = 0; k < gm.nphases && k < 7; k++) printf(" %.1f", gm.phases[k]);
             printf("\n");
           }
         } else if (l == -3) {  // the kernel chosen before the scan's (lanes in link frames), past 256 links
           if (n <= 256) continue;
-          cfd_gpu_abia_variant = 4;
-          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
-          cfd_gpu_abia_variant = 0;
+          cfd_gpu_tuning t = {.abia_kernel = CFD_ABIA_LANES};
+          gm = gpu_time_tuned(&s, CFD_GPU_ABIA, B, budget, &t);
           snprintf(who, sizeof who, "cuda.abia[lanes]");
         } else if (l == -2) {  // what cuda.abia chooses, and CFA
           gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
@@ -468,21 +469,15 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
           snprintf(who, sizeof who, "cuda.cfa");
         } else {
           if (lengths[l] && lengths[l] * 256 < n) continue;  // raised to n / 256 anyway
-          cfd_gpu_abia_variant = 10;
-          cfd_gpu_abia_scan_links = lengths[l];
-          cfd_gpu_abia_scan_profile = B == 1;
-          gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
-          cfd_gpu_abia_variant = 0;
-          cfd_gpu_abia_scan_links = 0;
-          cfd_gpu_abia_scan_profile = 0;
+          cfd_gpu_tuning t = {.abia_kernel = CFD_ABIA_SCAN, .scan_links = lengths[l],
+                              .profile = B == 1};
+          gm = gpu_time_tuned(&s, CFD_GPU_ABIA, B, budget, &t);
           snprintf(who, sizeof who, "cuda.abia[scan,%d]", lengths[l]);
           if (gm.ok && B == 1) {  // where the time goes, phase by phase (the last launch)
             static const char* names[] = {"maps", "v+P scans", "inertias", "bias scan", "bias",
                                           "acc scan", "acc"};
-            double ph[16];
-            int np = cfd_gpu_abia_scan_phases(ph, 16);
             printf("  %-28s phases (us):", who);
-            for (int k = 0; k < np && k < 7; k++) printf(" %s %.1f", names[k], ph[k]);
+            for (int k = 0; k < gm.nphases && k < 7; k++) printf(" %s %.1f", names[k], gm.phases[k]);
             printf("\n");
           }
         }
@@ -499,14 +494,13 @@ static void abia_scan_lengths(int min_n, int max_n, double budget) {
   }
 }
 
-// ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (DESIGN 5's variant record)
+// ABIA's batch kernels side by side on the 7-dof arm and a 16-link chain (the variant record, docs/DESIGN.md 5)
 static void abia_variants(const char* arm, double budget) {
   // (kernel variant, lanes exchange through shared memory, name)
   static const struct { int v, xch; const char* name; } kinds[] = {
       {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
       {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
       {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}, {10, 1, "scan"}};
-  int xch = cfd_gpu_lanes_xch;
   const char* specs[3] = {arm, "chain:16,random=1,seed=1,armature=0.01",
                           "chain:200,random=1,seed=1,armature=0.01"};
   printf("\n== ABIA batch kernels: forward dynamics per second ==\n");
@@ -519,11 +513,11 @@ static void abia_variants(const char* arm, double budget) {
         if (n > 16 && (kinds[v].v == 2 || kinds[v].v == 3)) continue;  // local: short chains only
         if (n > 32 && (kinds[v].v == 5 || kinds[v].v == 7)) continue;
         if (kinds[v].v == 10 && B > 1024) continue;  // a cluster per instance: few only
-        cfd_gpu_abia_variant = kinds[v].v;
-        cfd_gpu_lanes_xch = kinds[v].xch;
-        gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
-        cfd_gpu_abia_variant = 0;
-        cfd_gpu_lanes_xch = xch;
+        // the library's kernels forced by number, the dropped ones from bench/variants
+        cfd_gpu_tuning t = {.abia_kernel = kinds[v].v, .lanes_shuffle = !kinds[v].xch,
+                            .abia_launch = cfd_variant_abia(kinds[v].v, n)};
+        if ((kinds[v].v == 2 || kinds[v].v == 3 || kinds[v].v == 6) && !t.abia_launch) continue;
+        gpu_meas gm = gpu_time_tuned(&s, CFD_GPU_ABIA, B, budget, &t);
         if (!gm.ok) continue;
         char who[64];
         snprintf(who, sizeof who, "cuda.abia[%s]", kinds[v].name);
@@ -660,29 +654,29 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       double* pout = chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx);
       memcpy(pinit, init, sizeof(double) * (size_t)B * nx);
       memcpy(pctrl, ctrl, sizeof(double) * (size_t)B * H * nu);
-      int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err) &&
-               !chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
+      int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err) &&
+               !chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CHAINFD_HOST, err, sizeof err);
       for (int rep = 0; ok && rep < 7; rep++) {
         double a = now();
-        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err);
         res[rep] = now() - a;
         a = now();
-        chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err);
+        chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CHAINFD_HOST, err, sizeof err);
         e2e[rep] = now() - a;
         a = now();
-        chainfd_rollout_run(r, B, H, pinit, 0, pctrl, pout, 0, CFD_HOST, err, sizeof err);
+        chainfd_rollout_run(r, B, H, pinit, 0, pctrl, pout, 0, CHAINFD_HOST, err, sizeof err);
         pin[rep] = now() - a;
         one[rep] = 0;
-        cfd_gpu_rollout_lanes = 0;  // one thread per instance beside the lanes kernel
+        cfd_gpu_tuning thread = {.rollout_thread = 1}, link_frames = {.rollout_link_frames = 1};
+        cfd_rollout_set_tuning(r, &thread, err, sizeof err);  // a thread per instance beside the lanes
         a = now();
-        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err);
         one[rep] = now() - a;
-        cfd_gpu_rollout_lanes = 1;
-        cfd_gpu_rollout_world = 0;  // the lanes in link frames (aba_lanes.cuh) beside world's
+        cfd_rollout_set_tuning(r, &link_frames, err, sizeof err);  // lanes in link frames beside world's
         a = now();
-        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CFD_DEVICE, err, sizeof err);
+        chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err);
         other[rep] = now() - a;
-        cfd_gpu_rollout_world = 1;
+        cfd_rollout_set_tuning(r, NULL, err, sizeof err);
       }
       if (!ok) printf("%7d %5d  error: %s\n", B, H, err);
       else {
@@ -777,13 +771,14 @@ static void long_rollouts(const char* spec, const char* label, int cores, double
     double t0 = now();
     for (; ok && reps < 9 && (reps < 3 || now() - t0 < budget); reps++) {
       double a = now();
-      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CFD_DEVICE, err, sizeof err);
+      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
       scan[reps] = (now() - a) / H;
-      cfd_gpu_rollout_scan = 0;
+      cfd_gpu_tuning no_scan = {.rollout_no_scan = 1};
+      cfd_rollout_set_tuning(r, &no_scan, err, sizeof err);
       a = now();
-      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CFD_DEVICE, err, sizeof err);
+      ok &= !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
       lanes[reps] = (now() - a) / H;
-      cfd_gpu_rollout_scan = 1;
+      cfd_rollout_set_tuning(r, NULL, err, sizeof err);
     }
     if (!ok) printf("%5d  error: %s\n", B, err);
     else {
@@ -849,8 +844,8 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
       chainfd_rollout_get_state(m, d, init + (size_t)b * nx);
     }
     for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
-    int ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CFD_HOST, err, sizeof err) &&
-             !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CFD_HOST, err, sizeof err);
+    int ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CHAINFD_HOST, err, sizeof err) &&
+             !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CHAINFD_HOST, err, sizeof err);
     double diff = 0;  // the split must not change a single trajectory
     for (size_t k = 0; ok && k < (size_t)B * (H + 1) * nx; k++) {
       double e = out1[k] == outN[k] || (isnan(out1[k]) && isnan(outN[k])) ? 0 : fabs(out1[k] - outN[k]);
@@ -860,10 +855,10 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
     int reps = 0;
     for (; ok && reps < 7; reps++) {
       double a = now();
-      ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CFD_HOST, err, sizeof err);
+      ok = !chainfd_rollout_run(one, B, H, init, 0, ctrl, out1, 0, CHAINFD_HOST, err, sizeof err);
       t1[reps] = now() - a;
       a = now();
-      ok = ok && !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CFD_HOST, err, sizeof err);
+      ok = ok && !chainfd_rollout_run(all, B, H, init, 0, ctrl, outN, 0, CHAINFD_HOST, err, sizeof err);
       tN[reps] = now() - a;
       if (reps >= 2 && t1[reps] + tN[reps] > 7 * budget) { reps++; break; }
     }
@@ -896,7 +891,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) cfd_cfa_refine_steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) {
+      int k = atoi(argv[++i]);
+      cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
+    }
     else {
       fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu] [--cfa-steps K]\n");
       return 2;

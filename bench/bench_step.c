@@ -15,8 +15,8 @@
 #include "chainfd.h"
 #include "backend.h"
 #include "cfd_median.h"
-#include "chainfd_batch.h"
-#include "gpu_tuning.h"
+#include "gpu.h"
+#include "step_internal.h"
 #include "mj_random.h"
 
 static double now(void) {
@@ -210,15 +210,14 @@ int main(int argc, char** argv) {
       chainfd_stepper_free(s);
       if (!strncmp(backends[b], "cuda.", 5) && m->nv >= 50) profile_gpu(m, start, backends[b]);
       if (!strcmp(backends[b], "cuda.abia") && m->nv <= 256) {  // its split kernel launched per call
-        cfd_gpu_split_resident = 0;
+        cfd_gpu_tuning relaunch = {.split_relaunch = 1};
         s = chainfd_stepper_create(m, &cfg, "bench", err, sizeof err);
-        if (s) {
+        if (s && cfd_stepper_set_gpu_tuning(s, &relaunch, err, sizeof err) == 0) {
           double t1 = time_steps(m, d, start, s, K, got);
           printf("  %-10s   %12.2f us   x%-8.3g (its split kernel launched at each call, not resident)\n",
                  backends[b], t1 * 1e6, t_mj / t1);
-          chainfd_stepper_free(s);
         }
-        cfd_gpu_split_resident = 1;
+        chainfd_stepper_free(s);
       }
     }
     free(ref); free(got);

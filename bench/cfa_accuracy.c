@@ -1,6 +1,6 @@
 // chainfd-cfa-accuracy: how far the CPU CFA (kernels/cpu/cfa_cpu.c) is from the long-double
 // reference (cfd_fd_reference) on long random chains, raw and after k refinement steps, with the
-// refinement's residual tau - ID(q, qd, qdd) in double and in long double (cfd_cfa_residual_ld).
+// refinement's residual tau - ID(q, qd, qdd) in double and in long double (cfd_cfa_options.residual_ld).
 // The question it answers: what stops CFA on long chains, the residual's rounding or the solve's?
 // If the residual were the limit, the long-double rows would go on converging where the double
 // rows stall. Chains past 1000 links repeat the links of chain:1000,random=1,seed=1 (as the GPU
@@ -29,7 +29,7 @@
 #include "cfd_math.h"
 #include "chain.h"
 #include "chain_gen.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
@@ -46,7 +46,7 @@ static void random_state(unsigned long long seed, int n, double* q, double* qd, 
 // The acceptance probe (--probe): per size, states on chains of their own.
 static int probe(const char* sizes, int states, unsigned long long seed, int gpu, int verbose) {
   printf("CFA acceptance (cpu.cfa%s, %d refinement steps) against the long-double reference\n",
-         gpu ? " and cuda.cfa" : "", cfd_cfa_refine_steps);
+         gpu ? " and cuda.cfa" : "", CFD_CFA_REFINE_STEPS);
   printf("%6s %7s %8s %8s %12s %12s %12s %12s", "n", "states", "accepted", "refused", "worst acc.",
          "best refused", "fast, same", "fast, all");
   if (gpu) printf(" %12s %12s", "GPU accepted", "GPU worst");
@@ -169,7 +169,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   mj_deleteModel(m);
-  int default_steps = cfd_cfa_refine_steps;
   printf("CFA (cpu.cfa) against the long-double reference; max |error| / max |qacc|\n");
   printf("%6s %10s %10s  %-9s %s\n", "n", "cpu.fast", "CFA raw", "residual",
          "after 1, 2, 4, 8 refinement steps (status)");
@@ -188,23 +187,20 @@ int main(int argc, char** argv) {
     random_state(seed, n, q, qd, tau);
     if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))
       return 1;
-    cfd_cfa_refine_steps = 0;
-    int st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+    const cfd_cfa_options raw_opt = {.refine_steps = -1};
+    int st = cfd_fd_cfa_cpu_ex(&c, &raw_opt, q, qd, tau, NULL, x, w);
     double raw = cfd_rel_err_inf(x, ref, n);
     for (int ld = 0; ld < 2; ld++) {
       if (ld) printf("%6s %10s %10s", "", "", "");
       else printf("%6d %10.2e %10.2e", n, cfd_rel_err_inf(fast, ref, n), raw);
       printf("  %-9s", ld ? "long dbl" : "double");
-      cfd_cfa_residual_ld = ld;
       for (int k = 0; k < 4; k++) {
-        cfd_cfa_refine_steps = steps[k];
-        st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
+        const cfd_cfa_options opt = {.refine_steps = steps[k], .residual_ld = ld};
+        st = cfd_fd_cfa_cpu_ex(&c, &opt, q, qd, tau, NULL, x, w);
         printf(" %9.2e (%d)", cfd_rel_err_inf(x, ref, n), st);
       }
       printf("\n");
     }
-    cfd_cfa_residual_ld = 0;
-    cfd_cfa_refine_steps = default_steps;
     free(v);
     free(w);
     cfd_chain_free(&c);

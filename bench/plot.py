@@ -3,7 +3,7 @@ vs batch size, 10 and 200 links, and the 7-dof arm), and the crossover table (wh
 where), as PNG files and Markdown.
 
     python bench/plot.py bench/results/h100_fig2.json bench/results/h100_fig3.json \
-        bench/results/h100_rollout.json --out bench/results --auto-table plugin/auto_table.h
+        bench/results/h100_rollout.json --out bench/results --auto-table core/auto_table.h
 """
 import argparse
 import json
@@ -91,8 +91,8 @@ def crossover(rows):
 
 
 def auto_table(rows, device, path):
-    """plugin/auto_table.h: for every measured (n, B), chainfd's back ends fastest first, for
-    backend=auto (plugin/auto.c). MuJoCo's own rows and all-core CPU rows are left out: the
+    """core/auto_table.h: for every measured (n, B), chainfd's back ends fastest first, for
+    backend=auto (core/auto.c). MuJoCo's own rows and all-core CPU rows are left out: the
     library runs one thread."""
     cells = {}
     for r in rows:
@@ -117,7 +117,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+", help="chainfd-bench-gpu outputs of one machine (merged)")
     ap.add_argument("--out", default=".")
-    ap.add_argument("--auto-table", help="also write the backend=auto table (plugin/auto_table.h)")
+    ap.add_argument("--auto-table", help="also write the backend=auto table (core/auto_table.h)")
     a = ap.parse_args()
     d = json.load(open(a.json[0]))
     rows = [r for path in a.json for r in json.load(open(path))["results"]

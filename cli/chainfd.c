@@ -1,5 +1,5 @@
 // chainfd: the command-line tool. `chainfd info MODEL`, `chainfd check MODEL ...`.
-// MODEL is an MJCF file or a generated chain "chain:N[,key=value...]" (scenes/chain_gen.h).
+// MODEL is an MJCF file or a generated chain "chain:N[,key=value...]" (adapters/chain_gen.h).
 #include <stdio.h>
 #include <string.h>
 

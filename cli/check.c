@@ -7,7 +7,7 @@
 #include "auto.h"
 #include "backend.h"
 #include "cfd_math.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "chainfd.h"
 #include "chain_gen.h"
 #include "commands.h"

@@ -10,7 +10,14 @@
 #include <string.h>
 
 #include "chainfd_rollout.h"
-#include "mj_random.h"
+
+// uniform in [lo, hi) from a 64-bit xorshift state (the example's own: it uses the public API only)
+static double uniform(unsigned long long* s, double lo, double hi) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return lo + (hi - lo) * (double)(*s >> 11) * (1.0 / 9007199254740992.0);
+}
 
 enum { KNOTS = 5, KNOT = 40, HORIZON = KNOTS * KNOT };
 
@@ -30,7 +37,7 @@ static double cost(const double* traj, const double* ctrl, const double* target,
 
 int main(int argc, char** argv) {
   const char* path = CHAINFD_SCENES_DIR "/arm7.xml";
-  int iters = 60, B = 1024, device = cfd_gpu_device_count() > 0 ? 0 : -1;
+  int iters = 60, B = 1024, device = chainfd_gpu_count() > 0 ? 0 : CHAINFD_CPU;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--samples") && i + 1 < argc) B = atoi(argv[++i]);
@@ -49,8 +56,8 @@ int main(int argc, char** argv) {
   double* ctrl = malloc(sizeof(double) * (size_t)B * HORIZON * nu);
   double* traj = malloc(sizeof(double) * (size_t)B * (HORIZON + 1) * 2 * n);
   double* x0 = malloc(sizeof(double) * 2 * n);
-  cfd_rng rng = {2024};
-  for (int i = 0; i < n; i++) target[i] = m->qpos0[i] + cfd_rng_uniform(&rng, -0.8, 0.8);
+  unsigned long long rng = 2024;
+  for (int i = 0; i < n; i++) target[i] = m->qpos0[i] + uniform(&rng, -0.8, 0.8);
   printf("predictive sampling on %s: %d samples x %d steps (%d knots) per iteration, on %s\n",
          path, B, HORIZON, KNOTS, device >= 0 ? "the GPU" : "the CPU");
   double first_cost = 0, last_cost = 0;
@@ -59,7 +66,7 @@ int main(int argc, char** argv) {
     // sample 0 is the nominal itself; the others perturb its knots (Gaussian, Box-Muller)
     for (int b = 0; b < B; b++)
       for (int k = 0; k < KNOTS * nu; k++) {
-        double u1 = cfd_rng_uniform(&rng, 1e-12, 1), u2 = cfd_rng_uniform(&rng, 0, 1);
+        double u1 = uniform(&rng, 1e-12, 1), u2 = uniform(&rng, 0, 1);
         double noise = b ? 0.15 * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2) : 0;
         int a = k % nu;
         double v = nominal[k] + noise;
@@ -68,7 +75,7 @@ int main(int argc, char** argv) {
         for (int s = 0; s < KNOT; s++)  // each knot held for KNOT steps
           ctrl[(size_t)b * HORIZON * nu + (size_t)((k / nu) * KNOT + s) * nu + a] = v;
       }
-    if (chainfd_rollout_run(r, B, HORIZON, x0, 1, ctrl, traj, 0, CFD_HOST, err, sizeof err)) {
+    if (chainfd_rollout_run(r, B, HORIZON, x0, 1, ctrl, traj, 0, CHAINFD_HOST, err, sizeof err)) {
       fprintf(stderr, "%s\n", err);
       return 1;
     }

@@ -15,8 +15,8 @@
 // (Hillis-Steele, ceil(log2 blocks) steps) gives every block what it receives, after which the
 // blocks run their own sweeps at once: O(n / blocks + log blocks) steps in sequence, where the
 // sequential sweeps take n. The Riccati form is the one that stays accurate: composing the maps
-// never divides by a pivot smaller than a block's own (bench/riccati_blocks.py: 2.5e-12 at 16,384
-// links, where CFA's elimination loses its accuracy past about 2000).
+// never divides by a pivot smaller than a block's own, so it stays accurate at chain lengths
+// where CFA's elimination does not (bench/riccati_blocks.py; figures in docs/RESULTS.md).
 //
 // The Riccati map of link i: C -> X_i^T Pi(J_i + C) X_i with the rank-one downdate
 // Pi(Q) = Q - Q S S^T Q / (S^T Q S + d_i) (d_i: armature + extra diagonal). Prepending link i to
@@ -39,7 +39,7 @@
 #include <float.h>
 
 #include "aba_core.h"
-#include "spatial.h"
+#include "cfd_math.h"
 
 // per link: pose R (9) p (3), c_i (6), U_i (6), 1/d_i (1: the later sweeps multiply, a division
 // being a long dependent step on a GPU), 6 doubles at ABS_OFF (the rigid-body bias force, then
@@ -480,8 +480,8 @@ CFD_HD void cfd_abs_block_out(const cfd_chain* c, int s, int e, int part, double
 // Part `part`'s share of the block's acceleration map (acc: L^T, then m): row `part` of L^T from
 // the bias map's L (keep; zero for the first block, whose a_{s-1} is the base's), or (part 6) m,
 // the sweep out's a_{e-1} (out). Every load before the first store: on a GPU keep is global and
-// acc shared, and a store the compiler cannot tell apart from the next load made each wait for
-// the last (the sweep-out phase 2.7 to 3.8 us at 1023 links).
+// acc shared, and a store the compiler cannot tell apart from the next load makes each load wait
+// for the store before it, which serialises the sweep-out phase.
 CFD_HD void cfd_abs_acc_map_part(int s, int part, const double* keep, const double out[6],
                                  double* acc) {
   double row[6];

@@ -54,7 +54,7 @@ CFD_HD void cfd_abw_mul(const cfd_abw_inertia* I, const double x[6], double y[6]
 // the pose is H Rz(q) or H Tz(q), a few multiply-adds.
 // The first link's home translation is left out: the whole chain moves so that its base sits at the
 // world origin, which changes no qacc (gravity is uniform) but keeps the origin, the sweeps'
-// reference point, near the links (a base 100 m away cost 1.8e-9 relative, 2e-14 at the origin).
+// reference point, near the links (the rounding grows as (distance / link size)^2, above).
 // First the jf case alone, from the link's home pose (H, h): H Rz(q) (columns c H0 + s H1,
 // c H1 - s H0, H2) for a hinge, H Tz(q) for a slide (slide != 0).
 CFD_HD void cfd_abw_local_jf(const double H[9], const double h[3], int slide, double q, double s,

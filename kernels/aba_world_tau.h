@@ -54,9 +54,9 @@ static inline double cfd_awt_dot6(const double* a, const double b[6]) {
 }
 
 // The host's sweeps for two states at once (f[s], tau[s]): each state's sweeps are chains of
-// dependent multiply-adds, so two states go link by link together, their chains interleaved (n =
-// 200: 2.5 us for both, 2.3 for one alone). One state: pass it twice, the second's results to
-// scratch.
+// dependent multiply-adds, so two states go link by link together, their chains interleaved: the
+// second fills the first's latency and costs little more than one alone. One state: pass it
+// twice, the second's results to scratch.
 //
 // in, block b's share (blocks from the last to 0, W zero before the last): u / d of each of its
 // links into su[s] (n each), W handed on. The GPU's split call runs each block's share as soon as
@@ -65,8 +65,8 @@ static inline void cfd_awt_in_block(int n, int b, const double* const f[2],
                                     const double* const tau[2], double W[2][6],
                                     double* const su[2]) {
   const int s32 = CFD_AWT_BLOCK, last = (n - 1) / CFD_AWT_BLOCK;  // s32: entry to entry
-  // (The GPU's factors reach this core's caches from the bus: 4.9 us at 200 links against 3.2 on
-  // factors in cache, H100 host. Software prefetch, a block ahead or all at first, gained nothing.)
+  // (The GPU's factors reach this core's caches from the bus, a large share of the sweep's cost;
+  // software prefetch, a block ahead or all at first, does not hide it.)
   for (int s = 0; s < 2 && b < last; s++) {  // W about o_{b+1} to about o_b: [m + r x f; f]
     double t[3];
     cfd_cross(f[s] + cfd_awt_rb(n, b), W[s] + 3, t);

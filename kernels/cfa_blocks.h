@@ -1,7 +1,7 @@
 // cfa_blocks.h: the per-link pieces of the constraint force algorithm, shared by the CPU reference
 // (cpu/cfa_cpu.c) and the CUDA kernels, so both compute the same blocks the same way.
 //
-// Derivation with a joint-diagonal term (paper 000 eq. 9-17, DESIGN 4.4). With bias removed,
+// Derivation with a joint-diagonal term ([GPUFD] eq. 9-17, docs/DESIGN.md 4.4), bias removed:
 //   (I - Gamma) Vd = S qdd,   (I - Gamma)^T F = J Vd,   tau_d = S^T F + D qdd
 // so S qdd = K F with K = (I - Gamma) J^-1 (I - Gamma)^T, block tridiagonal:
 //   K_ii = J_i^-1 + G_i J_{i-1}^-1 G_i^T,   K_{i,i+1} = -J_i^-1 G_{i+1}^T,   G_i = Ad(f_{i,i-1}).
@@ -15,9 +15,9 @@
 //   D_i > 0:  B^T g + (C + sigma^2 / D) f = sigma tau_d / D    (f-row scaled by sigma / D)
 //   D_i = 0:  f_i = tau_d_i / sigma_i, known: moved to the right-hand side.
 // Either way the per-joint 6x6 block system is symmetric positive definite and block tridiagonal
-// (paper eq. 18), which odd-even elimination (Algorithm 2) solves in ceil(log2 n) levels. Then
+// ([GPUFD] eq. 18), which odd-even elimination (Algorithm 2) solves in ceil(log2 n) levels. Then
 //   qdd_i = (S^T K F)_i / sigma_i,
-// the f-row of the unmodified P^T K P applied to x (the paper's qdd = C tau + B^T F_c with D = 0).
+// the f-row of the unmodified P^T K P applied to x ([GPUFD]'s qdd = C tau + B^T F_c with D = 0).
 #ifndef CHAINFD_CFA_BLOCKS_H
 #define CHAINFD_CFA_BLOCKS_H
 
@@ -128,7 +128,7 @@ CFD_HD void cfd_cfa_upper_block(const double* CFD_RESTRICT Jinv, const double* C
   }
 }
 
-// One level of odd-even elimination (paper 000 eq. 19, Algorithm 2), row by row. Equation i
+// One level of odd-even elimination ([GPUFD] eq. 19, Algorithm 2), row by row. Equation i
 // couples to x_{i-s} through U_{i-s}^T and to x_{i+s} through U_i; with the multipliers
 //   E_i = U_i D_{i+s}^-1,   K_i = U_{i-s}^T D_{i-s}^-1
 // the next level (stride 2s) is D_i' = D_i - E_i U_i^T - K_i U_{i-s}, R_i' = R_i - E_i R_{i+s} -
@@ -320,10 +320,9 @@ CFD_HD double cfd_cfa_error_left(double corr, double prev, double size) {
 // Whether iterative refinement has converged: the error left, with a margin of CFD_CFA_MARGIN,
 // below CFD_CFA_ACCEPT times qacc, with an absolute floor (rad/s^2 or m/s^2) for states at an
 // equilibrium, where qacc itself is nearly zero. corr, prev, size: max norms of the last and the
-// previous correction and of qacc. The estimate is close, not a bound: without the margin,
-// `chainfd-cfa-accuracy --probe` (tiled random chains, 40 states at each of 256 to 3072 links)
-// had states accepted at 7.7e-9 of qacc where it allowed 1e-8; the margin covers a contraction
-// that is not quite steady.
+// previous correction and of qacc. The estimate is close, not a bound: a contraction that is not
+// quite steady leaves somewhat more than estimated, which the margin covers (checked by
+// `chainfd-cfa-accuracy --probe` on tiled random chains; bench/results/LOG.md).
 #define CFD_CFA_ACCEPT 1e-8
 #define CFD_CFA_MARGIN 2
 CFD_HD int cfd_cfa_converged(double corr, double prev, double size) {

@@ -1,6 +1,6 @@
 // cfd_math.h: the small Lie-group and linear-algebra kit every algorithm uses, from C and CUDA.
 //
-// Conventions (DESIGN.md section 3):
+// Conventions (docs/DESIGN.md 3):
 //   twist  V = [w; v]  (angular first; v is the velocity of the frame origin, in the frame)
 //   wrench F = [m; f]  (moment about the frame origin first)
 //   T = (R, p) in SE(3), R row-major 3x3;  Ad_T = [[R, 0], [p^ R, R]]
@@ -234,6 +234,16 @@ CFD_HD void cfd_spatial_inertia(double m, const double c[3], const double Ic[9],
       J[6 * (r + 3) + k] = m * ch[3 * k + r];
       J[6 * (r + 3) + k + 3] = (r == k) ? m : 0;
     }
+}
+
+// out = G^T I G for G = Ad_{T^-1}, T = (R, p) the child's pose in its parent: moves a child-frame
+// (articulated or composite) inertia into the parent frame.
+CFD_HD void cfd_inertia_to_parent(const double R[9], const double p[3], const double I[36],
+                                  double out[36]) {
+  double G[36], IG[36];
+  cfd_ad_inv_mat(R, p, G);
+  cfd_mat6_mul(I, 0, G, 0, IG);
+  cfd_mat6_mul(G, 1, IG, 0, out);
 }
 
 // ---- small symmetric positive definite solves (Cholesky, in place) --------------------------------

@@ -96,16 +96,22 @@ int cfd_fd_abia_split_cpu(const cfd_chain* c, int jf, const double* q, const dou
                           const double* tau, const double* extra_diag, double* qacc, double* work);
 
 // CFA: constraint force algorithm with odd-even elimination of the block-tridiagonal system,
-// followed by cfd_cfa_refine_steps (default 6) steps of iterative refinement (see cfa_cpu.c);
-// CFD_ERR_INACCURATE when the refinement did not converge (cfd_cfa_converged, cfa_blocks.h).
-extern int cfd_cfa_refine_steps;
-// 1: the refinement's inverse dynamics in long double (cfd_id_ld, rounded once; the residual
-// tau - ID - D qdd then in double) instead of double, for measurements (chainfd-cfa-accuracy): it
-// does not rescue long chains (nor does the whole residual in long double, tried once)
-extern int cfd_cfa_residual_ld;
+// followed by iterative refinement (see cfa_cpu.c); CFD_ERR_INACCURATE when the refinement did not
+// converge (cfd_cfa_converged, cfa_blocks.h). cfd_fd_cfa_cpu_ex takes the options (NULL: the
+// defaults): refine_steps (0: CFD_CFA_REFINE_STEPS; negative: none, the raw algorithm) and
+// residual_ld (1: the refinement's inverse dynamics in long double, cfd_id_ld, rounded once, for
+// measurements: it does not rescue long chains).
+#define CFD_CFA_REFINE_STEPS 6
+typedef struct cfd_cfa_options {
+  int refine_steps;
+  int residual_ld;
+} cfd_cfa_options;
 size_t cfd_cfa_work_size(int n);
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work);
+int cfd_fd_cfa_cpu_ex(const cfd_chain* c, const cfd_cfa_options* opt, const double* q,
+                      const double* qd, const double* tau, const double* extra_diag, double* qacc,
+                      double* work);
 
 // The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, on the
 // chain re-expressed in joint frames (each link's frame on its joint axis), with 4-wide vector
@@ -134,7 +140,7 @@ int cfd_fd_reference(const cfd_chain* c, const double* q, const double* qd, cons
                      const double* extra_diag, double* qacc);
 
 // tau = ID(q, qd, qdd) (qdd NULL: the bias) accumulated in long double, rounded once at the end:
-// the reference's residual, and CFA's when cfd_cfa_residual_ld is set.
+// the reference's residual, and CFA's with cfd_cfa_options.residual_ld.
 int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const double* qdd,
               double* tau);
 

@@ -1,6 +1,6 @@
 // rollout_step.h: one simulation step of one instance, written once for the CPU rollout
-// (plugin/rollout.c) and the GPU rollout kernel (cuda/rollout.cu), with MuJoCo's semantics for the
-// subset of models a rollout accepts (plugin/rollout.c refuses the rest):
+// (core/rollout.c) and the GPU rollout kernel (cuda/rollout.cu), with MuJoCo's semantics for the
+// subset of models a rollout accepts (core/rollout.c refuses the rest):
 //   passive:   -stiffness (qpos - springref) - damping qvel        (joint, plus actuator damping)
 //   actuators: on joints, one control each (clamped to its range; if any is then NaN or past
 //              mjMAXVAL, a warning and every control zero, as mj_fwdActuation does),
@@ -16,8 +16,9 @@
 // that is NaN or past mjMAXVAL before the step, or such a qacc after the dynamics, is a warning;
 // with autoreset the instance is reset as mj_resetData does (qpos0, qvel 0, its controls 0 for
 // the rest of the step), the dynamics taken again after a bad qacc; without, the state goes on bad
-// (with qacc NaN where the system was singular). A joint-space system with no positive pivot counts as a bad qacc (mj_step would
-// factor it anyway; only a bad state or an implicitfast gain that outweighs damping makes one).
+// (with qacc NaN where the system was singular). A joint-space system with no positive pivot
+// counts as a bad qacc (mj_step would factor it anyway; only a bad state or an implicitfast gain
+// that outweighs damping makes one).
 // The qacc tested is the step's, with the joint-diagonal term (mj_checkAcc's is without it): the
 // two verdicts differ for an acceleration near mjMAXVAL, and where that term itself is bad (a bad
 // control on a velocity-dependent gain, implicitfast), which is taken as MuJoCo takes it: no

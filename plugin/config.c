@@ -7,9 +7,11 @@
 
 #include "backend.h"
 #include "config.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 
-const char* const cfd_config_keys[CFD_CONFIG_NKEY] = {"backend", "precision", "device", "fallback"};
+static const char* const config_keys[CFD_CONFIG_NKEY] = {"backend", "precision", "device", "fallback"};
+
+const char* const* cfd_config_keys(void) { return config_keys; }
 
 static int is_set(const char* s) { return s && s[0]; }
 

@@ -10,7 +10,7 @@ extern "C" {
 
 // The keys MuJoCo's compiler accepts in <config> (anything else is rejected at load time).
 #define CFD_CONFIG_NKEY 4
-extern const char* const cfd_config_keys[CFD_CONFIG_NKEY];
+const char* const* cfd_config_keys(void);  // the CFD_CONFIG_NKEY keys, in order
 
 typedef struct cfd_resolved_config {
   char backend[32];     // a name in the back-end table, e.g. "cpu.fast"

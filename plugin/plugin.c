@@ -178,7 +178,7 @@ mjPLUGIN_LIB_INIT(chainfd) {
   mjp_defaultPlugin(&plugin);
   plugin.name = CHAINFD_PLUGIN_NAME;
   plugin.nattribute = CFD_CONFIG_NKEY;
-  plugin.attributes = cfd_config_keys;
+  plugin.attributes = cfd_config_keys();
   plugin.capabilityflags = 0;
   plugin.nstate = plugin_nstate;
   plugin.init = plugin_init;

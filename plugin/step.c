@@ -24,8 +24,10 @@
 #include "auto.h"
 #include "backend.h"
 #include "chainfd.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "config.h"
+#include "mj_chain.h"
+#include "step_internal.h"
 
 #define MSG_SIZE 640
 
@@ -59,6 +61,7 @@ struct chainfd_stepper {
   mjtSize nq, nv, na, nu, nbody;  // sizes of the model it was made for
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
+  cfd_gpu_tuning gpu_tuning;  // its GPU context's (cfd_stepper_set_gpu_tuning; zero: the rules)
   char model_refusal[MSG_SIZE];
   char solver_failure[MSG_SIZE];   // why the back end failed in the last evaluation
 
@@ -109,34 +112,27 @@ static int actuator_group_disabled(const mjModel* m, int i) {
   return group >= 0 && group <= 30 && (m->opt.disableactuator & (1 << group));
 }
 
-static int refuse(char* why, int size, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, size, fmt, ap);
-  va_end(ap);
-  return 1;
-}
 
 // Features of the model (whatever the options) that chainfd_step does not reproduce.
 static int model_feature_refusal(const mjModel* m, char* why, int size) {
   char nm[128];
   if (m->nhistory > 0)
-    return refuse(why, size, "the model has actuator or sensor history buffers (delay, nsample), "
+    return cfd_refuse(why, size, "the model has actuator or sensor history buffers (delay, nsample), "
                              "which chainfd_step does not advance");
   if (m->nplastic > 0)
-    return refuse(why, size, "the model has plastic springs (springyield), whose state chainfd_step "
+    return cfd_refuse(why, size, "the model has plastic springs (springyield), whose state chainfd_step "
                              "does not advance");
   for (int i = 0; i < m->nu; i++) {
     int dyn = m->actuator_dyntype[i];
     if (dyn == mjDYN_DCMOTOR || dyn == mjDYN_PID)
-      return refuse(why, size, "actuator %s has %s activation dynamics, whose states chainfd_step "
+      return cfd_refuse(why, size, "actuator %s has %s activation dynamics, whose states chainfd_step "
                                "does not integrate", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm),
                     dyn == mjDYN_DCMOTOR ? "DC-motor" : "PID");
     // MuJoCo wraps the setpoints of these into one period when it integrates them
     if (m->actuator_gaintype[i] == mjGAIN_SO3 || m->actuator_trntype[i] == mjTRN_SO3 ||
         m->actuator_gaintype[i] == mjGAIN_PID ||
         (m->actuator_trntype[i] == mjTRN_SITE && m->actuator_trnid[2 * i + 1] >= 0))
-      return refuse(why, size, "actuator %s may wrap its rotational setpoint, which chainfd_step "
+      return cfd_refuse(why, size, "actuator %s may wrap its rotational setpoint, which chainfd_step "
                                "does not reproduce", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
   }
   return 0;
@@ -230,13 +226,18 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   s->model_refusal[0] = 0;
   if (!model_feature_refusal(m, s->model_refusal, sizeof s->model_refusal)) {
     // backend=auto: the fastest back end for this chain and one state, by the measured table
-    // (plugin/auto.c); on a GPU device only if the table says a GPU wins there
+    // (core/auto.c); on a GPU device only if the table says a GPU wins there
     if (s->cfg.is_auto) {
       const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
       snprintf(s->cfg.backend, sizeof s->cfg.backend, "%s", pick);
     }
     s->solver = cfd_solver_create_on(m, s->cfg.backend, s->cfg.device < 0 ? 0 : s->cfg.device,
                                      s->model_refusal, sizeof s->model_refusal);
+    if (s->solver && cfd_solver_set_tuning(s->solver, &s->gpu_tuning, s->model_refusal,
+                                           sizeof s->model_refusal)) {
+      cfd_solver_free(s->solver);
+      s->solver = NULL;
+    }
   }
   forward_option_refusal(m, s->forward_refusal, sizeof s->forward_refusal);
   step_option_refusal(m, s->step_refusal, sizeof s->step_refusal);
@@ -852,4 +853,11 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   timer_end(d, mjTIMER_STEP, start);
   s->steps_chainfd++;
   return CHAINFD_OK;
+}
+
+int cfd_stepper_set_gpu_tuning(chainfd_stepper* s, const cfd_gpu_tuning* t, char* err,
+                               int err_size) {
+  static const cfd_gpu_tuning defaults = {0};
+  s->gpu_tuning = t ? *t : defaults;
+  return s->solver ? cfd_solver_set_tuning(s->solver, &s->gpu_tuning, err, err_size) : 0;
 }

@@ -1,4 +1,4 @@
-// The batched forward-dynamics APIs a caller holds: chainfd_fd (plugin/chainfd_fd.h, MuJoCo's
+// The batched forward-dynamics APIs a caller holds: chainfd_fd (include/chainfd_fd.h, MuJoCo's
 // qpos/qvel and total joint force in, qacc out) against mj_forward's qacc on every back end, for
 // B in {1, 7, 1000}; its errors (qacc untouched). --gpu (label gpu; exit 77, SKIPPED, without a
 // CUDA device): the cuda.* back ends through chainfd_fd, and cfd_gpu_fd and chainfd_rollout_run
@@ -8,7 +8,7 @@
 
 #include "backend.h"
 #include "chain_gen.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "chainfd_fd.h"
 #include "chainfd_rollout.h"
 #include "mj_chain.h"
@@ -201,9 +201,9 @@ static void test_device_arrays(const char* spec) {
   if (r && dr) {
     cudaMemcpy(dr, hinit, sizeof(double) * (init_n + ctrl_n), cudaMemcpyHostToDevice);
     cudaMemset(dr + init_n + ctrl_n, 0xff, sizeof(double) * out_n);
-    int st = chainfd_rollout_run(r, R, H, hinit, 0, hctrl, hout, 0, CFD_HOST, err, sizeof err);
+    int st = chainfd_rollout_run(r, R, H, hinit, 0, hctrl, hout, 0, CHAINFD_HOST, err, sizeof err);
     EXPECT(st == 0, "%s rollout, host arrays: %s", spec, err);
-    st = chainfd_rollout_run(r, R, H, dr, 0, dr + init_n, dr + init_n + ctrl_n, 0, CFD_DEVICE, err,
+    st = chainfd_rollout_run(r, R, H, dr, 0, dr + init_n, dr + init_n + ctrl_n, 0, CHAINFD_DEVICE, err,
                              sizeof err);
     EXPECT(st == 0, "%s rollout, device arrays: %s", spec, err);
     cudaMemcpy(dout_h, dr + init_n + ctrl_n, sizeof(double) * out_n, cudaMemcpyDeviceToHost);

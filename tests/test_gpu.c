@@ -11,9 +11,8 @@
 
 #include "backend.h"
 #include "chain_gen.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "cfa_blocks.h"
-#include "gpu_tuning.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
@@ -23,7 +22,7 @@
 // for its refinement, and the batch is refused as a whole); solve or refuse any batch (random
 // states of 4096 links); or refuse the model (a link with a singular spatial inertia). Where its
 // refinement does not converge it must refuse, never return an inaccurate answer. Past
-// CFD_GPU_CFA_MAX_N links it refuses every chain (chainfd_batch.h).
+// CFD_GPU_CFA_MAX_N links it refuses every chain (kernels/gpu.h).
 enum { CFA_SOLVES, CFA_SMALL_BATCHES, CFA_MAY_NOT_CONVERGE, CFA_REFUSES };
 
 typedef struct {
@@ -201,7 +200,7 @@ static void test_case(const gpu_case* tc) {
           EXPECT(ets <= tol, "%s cuda.abia B=%d split against its twin: %.3e", tc->model, B, ets);
         } else if (kind == 2) {
           double* sw = malloc(sizeof(double) * cfd_abia_scan_work_size(n));
-          EXPECT(sw && cfd_fd_abia_scan_cpu(&c, cfd_gpu_abia_scan_chosen, q, qd, tau, ex, twin,
+          EXPECT(sw && cfd_fd_abia_scan_cpu(&c, cfd_gpu_scan_links_ran(g), q, qd, tau, ex, twin,
                                             sw) == 0, "scan twin");
           ets = cfd_rel_err_inf(got, twin, n);
           free(sw);
@@ -222,13 +221,15 @@ static void test_case(const gpu_case* tc) {
   cfd_chain_free(&c);
 }
 
-// Every ABIA batch kernel (gpu_tuning.h), whatever (n, B) would choose, against the reference.
+// Every ABIA batch kernel the library ships (cfd_abia_kernel), whatever (n, B) would choose,
+// against the reference.
 static void test_abia_variants(int quick) {
   // (kernel variant, lanes exchange through shared memory, name)
   static const struct { int v, xch; const char* name; } kinds[] = {
-      {1, 1, "global lean"}, {2, 1, "local lean"}, {3, 1, "local full"}, {4, 1, "lanes"},
-      {4, 0, "lanes shuffles"}, {5, 1, "world local"}, {6, 1, "world global"},
-      {7, 1, "world lanes"}, {8, 1, "world blocks"}, {9, 1, "world warps"}, {10, 1, "scan"}};
+      {CFD_ABIA_THREAD, 1, "global lean"}, {CFD_ABIA_LANES, 1, "lanes"},
+      {CFD_ABIA_LANES, 0, "lanes shuffles"}, {CFD_ABIA_WORLD_THREAD, 1, "world local"},
+      {CFD_ABIA_WORLD_LANES, 1, "world lanes"}, {CFD_ABIA_WORLD_WARP, 1, "world blocks"},
+      {CFD_ABIA_WORLD_WARPS, 1, "world warps"}, {CFD_ABIA_SCAN, 1, "scan"}};
   // world lanes: groups of 8 (arm7), 4 (2 links), 16 (12 links) and 32 (24 links), slides among
   // them; past 32 links the choice falls back to lanes in link frames. World blocks: one partial
   // block (up to 24 links), a full one and one link (33), two full (64), seven (200, slides).
@@ -257,14 +258,12 @@ static void test_abia_variants(int quick) {
     cfd_gpu* g;
     EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
     for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]) && g; v++) {
-      cfd_gpu_abia_variant = kinds[v].v;
-      cfd_gpu_lanes_xch = kinds[v].xch;
+      cfd_gpu_tuning t = {.abia_kernel = kinds[v].v, .lanes_shuffle = !kinds[v].xch};
       for (int i = 0; i < B * n; i++) got[i] = NAN;
-      cfd_gpu_abia_ran = 0;
-      int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
-      int ran = cfd_gpu_abia_ran;
-      cfd_gpu_abia_variant = 0;
-      cfd_gpu_lanes_xch = 1;
+      int st = cfd_gpu_set_tuning(g, &t, err, sizeof err);
+      if (!st) st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+      int ran = cfd_gpu_abia_ran(g);
+      cfd_gpu_set_tuning(g, NULL, err, sizeof err);
       EXPECT(st == 0, "%s %s: %s", models[k], kinds[v].name, err);
       ran_as_asked[v] += ran == kinds[v].v;
       double e = 0;
@@ -291,8 +290,8 @@ static void test_abia_variants(int quick) {
 // last link of 40 sits on lane 7 of the second block).
 static void test_abia_singular(void) {
   static const struct { int v; const char* name; } kinds[] = {
-      {1, "global lean"}, {4, "lanes"}, {6, "world global"}, {8, "world blocks"}, {9, "world warps"},
-      {10, "scan"}};
+      {CFD_ABIA_THREAD, "global lean"}, {CFD_ABIA_LANES, "lanes"}, {CFD_ABIA_WORLD_WARP, "world blocks"},
+      {CFD_ABIA_WORLD_WARPS, "world warps"}, {CFD_ABIA_SCAN, "scan"}};
   char err[1024];
   cfd_chain c;
   if (load_chain("chain:40,random=1,seed=46", 0, NULL, &c)) return;
@@ -304,9 +303,10 @@ static void test_abia_singular(void) {
   cfd_gpu* g;
   EXPECT(cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err) == 0, "%s", err);
   for (size_t v = 0; v < sizeof(kinds) / sizeof(kinds[0]) && g; v++) {
-    cfd_gpu_abia_variant = kinds[v].v;
-    int st = cfd_gpu_fd(g, B, q, qd, tau, NULL, got, CFD_HOST, err, sizeof err);
-    cfd_gpu_abia_variant = 0;
+    cfd_gpu_tuning t = {.abia_kernel = kinds[v].v};
+    int st = cfd_gpu_set_tuning(g, &t, err, sizeof err);
+    if (!st) st = cfd_gpu_fd(g, B, q, qd, tau, NULL, got, CFD_HOST, err, sizeof err);
+    cfd_gpu_set_tuning(g, NULL, err, sizeof err);
     printf("massless tip, cuda.abia[%s]: %s\n", kinds[v].name, st ? err : "no error");
     EXPECT(st != 0 && strstr(err, "singular"), "cuda.abia[%s] must report the zero pivot: %s",
            kinds[v].name, st ? err : "no error");
@@ -451,13 +451,12 @@ static void test_abia_scan(int quick) {
       int L = runs[j][0], B = runs[j][1];
       if (B > Bmax) continue;
       if (L > 0 && L * (n > 4096 ? 512 : 256) < n) continue;  // it would be raised to the choice
-      cfd_gpu_abia_variant = 10;
-      cfd_gpu_abia_scan_links = L;
-      cfd_gpu_abia_scan_groups = runs[j][2];
+      cfd_gpu_tuning t = {.abia_kernel = CFD_ABIA_SCAN, .scan_links = L, .scan_groups = runs[j][2]};
       for (int i = 0; i < B * n; i++) got[i] = NAN;
-      int st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
+      int st = cfd_gpu_set_tuning(g, &t, err, sizeof err);
+      if (!st) st = cfd_gpu_fd(g, B, q, qd, tau, ex, got, CFD_HOST, err, sizeof err);
       float ms = cfd_gpu_last_kernel_ms(g);
-      int Lt = cfd_gpu_abia_scan_chosen;  // the block length it ran
+      int Lt = cfd_gpu_scan_links_ran(g);  // the block length it ran
       // the same states as a split call, the kernel's two launches (blocks' maps and the first
       // scans at begin, the rest at finish), against the plain call: the same steps
       double es = -1;
@@ -474,8 +473,7 @@ static void test_abia_scan(int quick) {
                chains[k].model, es);
         free(two);
       }
-      cfd_gpu_abia_variant = 0;
-      cfd_gpu_abia_scan_links = cfd_gpu_abia_scan_groups = 0;
+      cfd_gpu_set_tuning(g, NULL, err, sizeof err);
       EXPECT(st == 0, "%s scan, blocks of %d, B=%d: %s", chains[k].model, L, B, err);
       double e = 0;
       for (int b = 0; b < B; b++) {

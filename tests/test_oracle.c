@@ -276,7 +276,7 @@ static void test_aba_world(void) {
 
 // CFA's refinement refuses what it cannot show converged: a single step (no contraction to judge
 // by), and a 2048-link random chain, where the steps do not contract; the long-double residual
-// (cfd_cfa_residual_ld) reaches the reference where the iteration does contract.
+// (cfd_cfa_options.residual_ld) reaches the reference where the iteration does contract.
 static void test_cfa_refusals(void) {
   char err[1024];
   mjModel* m = cfd_load_model("chain:1000,random=1,seed=1,armature=0.01", err, sizeof err);
@@ -309,16 +309,12 @@ static void test_cfa_refusals(void) {
     printf("cpu.cfa %d tiled links: status %d, error %.2e\n", n, st, cfd_rel_err_inf(x, ref, n));
     if (n == 200) {
       EXPECT(st == 0 && cfd_rel_err_inf(x, ref, n) < 1e-12, "cpu.cfa at 200 links: status %d", st);
-      cfd_cfa_residual_ld = 1;
-      st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
-      cfd_cfa_residual_ld = 0;
+      const cfd_cfa_options ld = {.residual_ld = 1}, one_step = {.refine_steps = 1};
+      st = cfd_fd_cfa_cpu_ex(&c, &ld, q, qd, tau, NULL, x, w);
       // (1e-15 where long double is wider than double: x87's 64-bit mantissa here)
       EXPECT(st == 0 && cfd_rel_err_inf(x, ref, n) < (sizeof(long double) > sizeof(double) ? 1e-15 : 1e-14),
              "cpu.cfa with the long-double residual: status %d, error %.2e", st, cfd_rel_err_inf(x, ref, n));
-      int steps = cfd_cfa_refine_steps;
-      cfd_cfa_refine_steps = 1;
-      st = cfd_fd_cfa_cpu(&c, q, qd, tau, NULL, x, w);
-      cfd_cfa_refine_steps = steps;
+      st = cfd_fd_cfa_cpu_ex(&c, &one_step, q, qd, tau, NULL, x, w);
       EXPECT(st == CFD_ERR_INACCURATE, "one refinement step was accepted (status %d)", st);
     } else {
       EXPECT(st == CFD_ERR_INACCURATE, "cpu.cfa at %d links: status %d, error %.2e", n, st,

@@ -1,17 +1,34 @@
 // chainfd_rollout against mj_step (the CPU rollout, label cpu) and the GPU rollout against the CPU
 // rollout (label gpu: exit 77, SKIPPED, without a CUDA device); extended chains (longer than MuJoCo
 // compiles) against the chain MuJoCo builds of the same links; and the rollout's refusals.
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "chain_gen.h"
 #include "chainfd_rollout.h"
-#include "gpu_tuning.h"
+#include "rollout_internal.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
 
 // The largest difference relative to the entries' size (at least 1), NaN-aware: 0 where both are
 // NaN or equal (infinities too), infinite where only one is NaN
+// The GPU rollouts' tuning in the cases below (a kernel forced to check it too), set on each GPU
+// rollout as it is made; the steps the scan kernel took in the rollouts freed so far.
+static cfd_gpu_tuning tuning;
+static long scan_steps;
+
+static chainfd_rollout* tuned(chainfd_rollout* r) {
+  char err[256];
+  if (r) EXPECT(cfd_rollout_set_tuning(r, &tuning, err, sizeof err) == 0, "%s", err);
+  return r;
+}
+
+static void release(chainfd_rollout* r) {
+  if (r) scan_steps += cfd_rollout_scan_steps(r);
+  chainfd_rollout_free(r);
+}
+
 static double rel_diff_nan(const double* a, const double* b, size_t count) {
   double worst = 0;
   for (size_t k = 0; k < count; k++) {
@@ -66,13 +83,14 @@ static void against_mujoco_on(const char* spec, int integrator, int B, int H, do
   int n = m->nv, nu = m->nu;
   chainfd_rollout* r;
   EXPECT(chainfd_rollout_create(m, device, &r, err, sizeof err) == 0, "%s: %s", spec, err);
+  tuned(r);
   mjData* d = mj_makeData(m);
   double* init = malloc(sizeof(double) * B * 2 * n);
   double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
   double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * 2 * n);
   double* mj = malloc(sizeof(double) * 2 * n);
   random_inputs(m, d, B, H, 5, init, ctrl);
-  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
   double worst_pos = 0, worst_vel = 0;
   for (int b = 0; b < B; b++) {
     mj_resetData(m, d);
@@ -93,7 +111,7 @@ static void against_mujoco_on(const char* spec, int integrator, int B, int H, do
   // qvel: within 100x qpos's bound, as test_step_trajectories bounds it (rounding in qacc reaches
   // qvel as h qacc, qpos as h^2 qacc)
   EXPECT(worst_vel <= 100 * tol, "%s: qvel differs by %.3e", spec, worst_vel);
-  chainfd_rollout_free(r);
+  release(r);
   free(init); free(ctrl); free(out); free(mj);
   mj_deleteData(d);
   mj_deleteModel(m);
@@ -119,6 +137,7 @@ static void gpu_against_cpu_edit(const char* spec, int integrator, int B, int H,
   chainfd_rollout *cpu, *gpu;
   EXPECT(chainfd_rollout_create(m, -1, &cpu, err, sizeof err) == 0, "%s", err);
   EXPECT(chainfd_rollout_create(m, device, &gpu, err, sizeof err) == 0, "%s", err);
+  tuned(gpu);
   double* init = malloc(sizeof(double) * B * 2 * n);
   double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
   size_t total = (size_t)B * (H + 1) * 2 * n;
@@ -133,8 +152,8 @@ static void gpu_against_cpu_edit(const char* spec, int integrator, int B, int H,
   for (int shared = 0; shared < 2; shared++)
     for (int final_only = 0; final_only < 2; final_only++) {
       size_t count = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
-      EXPECT(chainfd_rollout_run(cpu, B, H, init, shared, ctrl, a, final_only, CFD_HOST, err, sizeof err) == 0, "%s", err);
-      EXPECT(chainfd_rollout_run(gpu, B, H, init, shared, ctrl, g, final_only, CFD_HOST, err, sizeof err) == 0, "%s", err);
+      EXPECT(chainfd_rollout_run(cpu, B, H, init, shared, ctrl, a, final_only, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
+      EXPECT(chainfd_rollout_run(gpu, B, H, init, shared, ctrl, g, final_only, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
       // state by state, relative to each entry's size (at least 1); a bad state left to run
       // (autoreset off): only whether it is bad
       double e = 0;
@@ -158,7 +177,7 @@ static void gpu_against_cpu_edit(const char* spec, int integrator, int B, int H,
       EXPECT(e <= 1e-10, "%s B=%d: GPU rollout differs from the CPU rollout by %.3e", spec, B, e);
     }
   chainfd_rollout_free(cpu);
-  chainfd_rollout_free(gpu);
+  release(gpu);
   free(init); free(ctrl); free(a); free(g); free(wc); free(wg);
   mj_deleteModel(m);
 }
@@ -199,7 +218,7 @@ static void bad_states_against_mujoco(const char* spec, int integrator, int auto
   random_inputs(m, d, B, H, 21, init, ctrl);
   plant_bad(B, H, n, nu, init, ctrl);
   mju_user_warning = quiet;
-  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, ctrl, out, 0, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
   EXPECT(chainfd_rollout_instance_warnings(r, counts, err, sizeof err) == 0, "%s", err);
   double worst = 0;
   long total = 0;
@@ -323,7 +342,7 @@ static void extended_against_mujoco(mjModel* ms, mjModel* ml, const char* what, 
   double* mj = malloc(sizeof(double) * 2 * n);
   double *xpos = malloc(sizeof(double) * 12 * n), *xmat = xpos + 3 * n;
   random_inputs(ml, d, B, H, 31, init, NULL);
-  EXPECT(chainfd_rollout_run(r, B, H, init, 0, NULL, out, 0, CFD_HOST, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_rollout_run(r, B, H, init, 0, NULL, out, 0, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
   cfd_chain c;
   EXPECT(cfd_chain_from_model(ml, &c, err, sizeof err) == 0, "%s", err);
   double worst_pos = 0, worst_vel = 0, worst_pose = 0;
@@ -372,8 +391,8 @@ static void extended_checks(void) {
   double* x0 = calloc(2 * n, sizeof(double));
   for (int i = 0; i < n; i++) x0[i] = 0.1 * sin(i), x0[n + i] = 0.2 * cos(i);
   double *a = malloc(sizeof(double) * 2 * n * (H + 1)), *b = malloc(sizeof(double) * 2 * n * (H + 1));
-  int st = chainfd_rollout_run(plain, 1, H, x0, 1, NULL, a, 0, CFD_HOST, err, sizeof err) |
-           chainfd_rollout_run(same, 1, H, x0, 1, NULL, b, 0, CFD_HOST, err, sizeof err);
+  int st = chainfd_rollout_run(plain, 1, H, x0, 1, NULL, a, 0, CHAINFD_HOST, err, sizeof err) |
+           chainfd_rollout_run(same, 1, H, x0, 1, NULL, b, 0, CHAINFD_HOST, err, sizeof err);
   EXPECT(st == 0 && !memcmp(a, b, sizeof(double) * 2 * n * (H + 1)),
          "extended to its own length: not the plain rollout's bits (%s)", err);
   chainfd_rollout_free(plain);
@@ -413,27 +432,104 @@ static void extended_gpu_against_cpu(int links, int B, int H) {
   chainfd_rollout *cpu, *gpu;
   EXPECT(chainfd_rollout_create_extended(m, links, CHAINFD_CPU, &cpu, err, sizeof err) == 0, "%s", err);
   EXPECT(chainfd_rollout_create_extended(m, links, 0, &gpu, err, sizeof err) == 0, "%s", err);
+  tuned(gpu);
   size_t nx = 2 * (size_t)links;
   double* init = malloc(sizeof(double) * B * nx);
   double *a = malloc(sizeof(double) * B * nx), *g = malloc(sizeof(double) * B * nx);
   cfd_rng rng = {17};
   for (size_t k = 0; k < B * nx; k++) init[k] = cfd_rng_uniform(&rng, -0.3, 0.3);
-  long scan = cfd_gpu_rollout_scan_steps;
-  int st = chainfd_rollout_run(cpu, B, H, init, 0, NULL, a, 1, CFD_HOST, err, sizeof err);
+  int st = chainfd_rollout_run(cpu, B, H, init, 0, NULL, a, 1, CHAINFD_HOST, err, sizeof err);
   EXPECT(st == 0, "%s", err);
-  st = chainfd_rollout_run(gpu, B, H, init, 0, NULL, g, 1, CFD_HOST, err, sizeof err);
+  st = chainfd_rollout_run(gpu, B, H, init, 0, NULL, g, 1, CHAINFD_HOST, err, sizeof err);
   EXPECT(st == 0, "%s", err);
   double scale = 0;
   for (size_t k = 0; k < B * nx; k++) scale = fmax(scale, fabs(a[k]));
   double e = max_abs_diff(a, g, B * nx) / scale;
   printf("%s extended to %d links, B=%d H=%d: GPU against CPU %.2e (scan steps %ld)\n", ext_short,
-         links, B, H, e, cfd_gpu_rollout_scan_steps - scan);
+         links, B, H, e, cfd_rollout_scan_steps(gpu));
   EXPECT(e <= 1e-10, "extended %d links: GPU against CPU %.3e", links, e);
-  EXPECT(cfd_gpu_rollout_scan_steps - scan == H, "the scan kernel took %ld of %d steps",
-         cfd_gpu_rollout_scan_steps - scan, H);
+  EXPECT(cfd_rollout_scan_steps(gpu) == H, "the scan kernel took %ld of %d steps",
+         cfd_rollout_scan_steps(gpu), H);
   chainfd_rollout_free(cpu);
-  chainfd_rollout_free(gpu);
+  release(gpu);
   free(init); free(a); free(g);
+  mj_deleteModel(m);
+}
+
+// Rollouts in several threads at once, each its own rollout of one model (as CHAINFD_ALL_GPUS runs
+// a share on each device's context in a thread of its own), against the same runs made one after
+// another: bit for bit, and each context's counters its own (no state shared between contexts).
+// device: CHAINFD_CPU or a CUDA device index. (The CPU build of this runs under ASan in CI.)
+#define PARALLEL_THREADS 4
+typedef struct {
+  chainfd_rollout* r;
+  int B, H;
+  const double *init, *ctrl;
+  double* out;
+  int status;
+  char err[256];
+} parallel_job;
+
+static void* parallel_run(void* arg) {
+  parallel_job* j = arg;
+  for (int rep = 0; rep < 3 && !j->status; rep++)
+    j->status = chainfd_rollout_run(j->r, j->B, j->H, j->init, 0, j->ctrl, j->out, 0, CHAINFD_HOST,
+                                    j->err, sizeof j->err);
+  return NULL;
+}
+
+static void threads_against_serial(const char* spec, int device, int B, int H) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  int n = m->nv, nu = m->nu;
+  size_t nin = (size_t)B * 2 * n, nctrl = (size_t)B * H * (nu ? nu : 1);
+  size_t nout = (size_t)B * (H + 1) * 2 * n;
+  parallel_job jobs[PARALLEL_THREADS];
+  double* serial = malloc(sizeof(double) * nout * PARALLEL_THREADS);
+  double* data = malloc(sizeof(double) * (nin + nctrl + nout) * PARALLEL_THREADS);
+  cfd_rng rng = {23};
+  for (int k = 0; k < PARALLEL_THREADS; k++) {
+    parallel_job* j = &jobs[k];
+    double* init = data + (nin + nctrl + nout) * k;
+    double* ctrl = init + nin;
+    for (size_t i = 0; i < nin; i++) init[i] = cfd_rng_uniform(&rng, -1, 1);
+    for (size_t i = 0; i < nctrl; i++) ctrl[i] = cfd_rng_uniform(&rng, -1, 1);
+    *j = (parallel_job){NULL, B, H, init, ctrl, ctrl + nctrl, 0, ""};
+    EXPECT(chainfd_rollout_create(m, device, &j->r, err, sizeof err) == 0, "%s", err);
+    if (j->r) tuned(j->r);
+    // the serial run, on the same rollout
+    if (j->r)
+      EXPECT(chainfd_rollout_run(j->r, B, H, init, 0, ctrl, serial + nout * k, 0, CHAINFD_HOST, err,
+                                 sizeof err) == 0, "%s", err);
+  }
+  long scan_before[PARALLEL_THREADS];
+  pthread_t th[PARALLEL_THREADS];
+  for (int k = 0; k < PARALLEL_THREADS; k++) {
+    scan_before[k] = jobs[k].r ? cfd_rollout_scan_steps(jobs[k].r) : 0;
+    if (jobs[k].r) EXPECT(pthread_create(&th[k], NULL, parallel_run, &jobs[k]) == 0, "pthread_create");
+  }
+  double worst = 0;
+  for (int k = 0; k < PARALLEL_THREADS; k++) {
+    if (!jobs[k].r) continue;
+    pthread_join(th[k], NULL);
+    EXPECT(jobs[k].status == 0, "thread %d: %s", k, jobs[k].err);
+    double e = 0;  // bit for bit: the same kernels on the same inputs
+    for (size_t i = 0; i < nout; i++)
+      if (memcmp(&jobs[k].out[i], &serial[nout * k + i], sizeof(double))) e = fmax(e, 1);
+    worst = fmax(worst, e);
+    // each context counts its own steps: 3 runs of H by the scan kernel, or none
+    long took = cfd_rollout_scan_steps(jobs[k].r) - scan_before[k];
+    EXPECT(took == 0 || took == 3L * H, "thread %d: its context counted %ld scan steps (3 x %d "
+           "or none)", k, took, H);
+    release(jobs[k].r);
+  }
+  printf("%-44s %s %d threads B=%d H=%d: %s\n", spec, device == CHAINFD_CPU ? "CPU" : "GPU 0",
+         PARALLEL_THREADS, B, H, worst ? "DIFFER from the serial runs" : "bit for bit the serial runs");
+  EXPECT(worst == 0, "%s: parallel rollouts differ from the serial ones", spec);
+  free(serial);
+  free(data);
   mj_deleteModel(m);
 }
 
@@ -450,13 +546,11 @@ int main(int argc, char** argv) {
     // lanes in link frames with the state in global memory (B = 300 leaves idle groups), a thread
     // per instance; 100 links with slides in blocks (four, the last one partial)
     for (int variant = 2; variant >= 0; variant--) {
-      cfd_gpu_rollout_lanes = variant > 0;
-      cfd_gpu_rollout_world = variant == 2;
+      tuning = (cfd_gpu_tuning){.rollout_thread = variant == 0, .rollout_link_frames = variant == 1};
       gpu_against_cpu("chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
                       mjINT_IMPLICITFAST, 300, 32, 0);
     }
-    cfd_gpu_rollout_lanes = 1;
-    cfd_gpu_rollout_world = 1;
+    tuning = (cfd_gpu_tuning){0};
     gpu_against_cpu("chain:100,random=1,seed=8,slide=0.2,damping=0.1,armature=0.02,actuators=1",
                     mjINT_EULER, 7, 20, 0);
     // up to 16 links: a group of lanes per instance (B = 37 leaves idle groups in the last
@@ -465,15 +559,12 @@ int main(int argc, char** argv) {
     const char* small = "chain:12,random=1,seed=5,damping=0.2,armature=0.02,stiffness=0.5,actuators=1";
     // (3: lanes in world coordinates, the default; 2, 1: in link frames; 0: a thread per instance)
     for (int variant = 3; variant >= 0; variant--) {
-      cfd_gpu_rollout_lanes = variant > 0;
-      cfd_gpu_rollout_world = variant == 3;
-      cfd_gpu_lanes_xch = variant == 2;
+      tuning = (cfd_gpu_tuning){.rollout_thread = variant == 0, .rollout_link_frames = variant < 3,
+                                .lanes_shuffle = variant == 1};
       gpu_against_cpu(small, mjINT_IMPLICITFAST, 37, 40, 0);
       gpu_against_cpu(small, mjINT_EULER, 5, 40, 0);
     }
-    cfd_gpu_rollout_lanes = 1;
-    cfd_gpu_rollout_world = 1;
-    cfd_gpu_lanes_xch = 1;
+    tuning = (cfd_gpu_tuning){0};
     // the world lanes' group widths: 4 (2 links), 8 (arm7, above), 16 (above), 32 (20 links with
     // slides, and 32: every lane a link); a batch of 20000
     gpu_against_cpu(CHAINFD_SCENES_DIR "/double_pendulum.xml", mjINT_EULER, 9, 50, 0);
@@ -496,13 +587,11 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 30, 0, 1);
     const char* long50 = "chain:50,random=1,seed=3,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";
     for (int variant = 2; variant >= 0; variant--) {
-      cfd_gpu_rollout_lanes = variant > 0;
-      cfd_gpu_rollout_world = variant == 2;
+      tuning = (cfd_gpu_tuning){.rollout_thread = variant == 0, .rollout_link_frames = variant == 1};
       gpu_against_cpu_ex(small, mjINT_EULER, 23, 30, 0, 1);
       gpu_against_cpu_ex(long50, mjINT_IMPLICITFAST, 21, 12, 0, 1);
     }
-    cfd_gpu_rollout_lanes = 1;
-    cfd_gpu_rollout_world = 1;
+    tuning = (cfd_gpu_tuning){0};
     gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 1001, 20, CHAINFD_ALL_GPUS, 1);
     gpu_against_cpu_ex(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 37, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
@@ -512,10 +601,10 @@ int main(int argc, char** argv) {
       gpu_against_cpu_ex(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 19, 20, 0, plant);
     gpu_against_cpu_ex("chain:32,random=1,seed=7,damping=0.1,armature=0.02,actuators=1", mjINT_EULER,
                        11, 20, 0, 1);
-    cfd_gpu_rollout_lanes = 0;
+    tuning = (cfd_gpu_tuning){.rollout_thread = 1};
     gpu_against_cpu_ex(small, mjINT_IMPLICITFAST, 23, 8, 0, 2);
     gpu_against_cpu_ex(long50, mjINT_EULER, 21, 8, 0, 2);
-    cfd_gpu_rollout_lanes = 1;
+    tuning = (cfd_gpu_tuning){0};
     // the lanes' rollout of the arm against mj_step itself
     against_mujoco_on(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST, 4, 100, 1e-9, 0);
     // chains past 256 links in batches up to 1024: each step's dynamics by the scan kernel (two
@@ -523,7 +612,7 @@ int main(int argc, char** argv) {
     // the lanes on the same chain, and a batch past 1024, which the lanes take
     const char* long300 = "chain:300,random=1,seed=11,damping=0.1,armature=0.01,stiffness=0.5,actuators=1";
     const char* long1000 = "chain:1000,random=1,seed=12,damping=0.05,armature=0.01,actuators=1";
-    long scan_steps = cfd_gpu_rollout_scan_steps;
+    long before = scan_steps;
     gpu_against_cpu(long300, mjINT_IMPLICITFAST, 1, 20, 0);
     gpu_against_cpu(long300, mjINT_EULER, 9, 12, 0);
     gpu_against_cpu(long1000, mjINT_EULER, 2, 8, 0);
@@ -531,23 +620,25 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(long300, mjINT_EULER, 7, 8, 0, 2);
     gpu_against_cpu_edit(long300, mjINT_IMPLICITFAST, 3, 12, 0, 0, share_first_joint);
     gpu_against_cpu(long300, mjINT_IMPLICITFAST, 300, 4, 0);  // (longer blocks from B = 32)
-    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 4 * (20 + 12 + 8 + 12 + 8 + 12 + 4),
-           "the long chains' rollouts took %ld steps by the scan kernel",
-           cfd_gpu_rollout_scan_steps - scan_steps);
-    scan_steps = cfd_gpu_rollout_scan_steps;
-    cfd_gpu_rollout_scan = 0;
+    EXPECT(scan_steps - before == 4 * (20 + 12 + 8 + 12 + 8 + 12 + 4),
+           "the long chains' rollouts took %ld steps by the scan kernel", scan_steps - before);
+    before = scan_steps;
+    tuning = (cfd_gpu_tuning){.rollout_no_scan = 1};
     gpu_against_cpu(long300, mjINT_EULER, 9, 12, 0);
-    cfd_gpu_rollout_scan = 1;
+    tuning = (cfd_gpu_tuning){0};
     gpu_against_cpu(long300, mjINT_EULER, 1025, 2, 0);
-    EXPECT(cfd_gpu_rollout_scan_steps == scan_steps, "the lanes' rollouts took the scan kernel");
+    EXPECT(scan_steps == before, "the lanes' rollouts took the scan kernel");
     // the scan kernel's rollouts against mj_step itself (the CPU rollout measured 1.5e-11 and
     // 8.7e-11 in qpos, 5.8e-10 and 1.2e-8 in qvel)
     against_mujoco_on(long300, mjINT_IMPLICITFAST, 2, 20, 1e-9, 0);
     against_mujoco_on(long1000, mjINT_EULER, 1, 8, 1e-9, 0);
-    EXPECT(cfd_gpu_rollout_scan_steps - scan_steps == 20 + 8, "the rollouts against mj_step took "
-           "%ld steps by the scan kernel", cfd_gpu_rollout_scan_steps - scan_steps);
+    EXPECT(scan_steps - before == 20 + 8, "the rollouts against mj_step took "
+           "%ld steps by the scan kernel", scan_steps - before);
     extended_gpu_against_cpu(3000, 2, 10);
     extended_gpu_against_cpu(20000, 1, 4);
+    // contexts in several threads at once: short chains (lanes) and a long one (the scan kernel)
+    threads_against_serial(CHAINFD_SCENES_DIR "/arm7.xml", 0, 64, 32);
+    threads_against_serial(long300, 0, 3, 8);
     TEST_EXIT();
   }
   // a long chain (measured 1.5e-11 in qpos, 5.8e-10 in qvel)
@@ -592,5 +683,6 @@ int main(int argc, char** argv) {
     mj_deleteModel(ms); mj_deleteModel(ml); mj_deleteModel(ps); mj_deleteModel(pl);
   }
   extended_checks();
+  threads_against_serial(CHAINFD_SCENES_DIR "/arm7.xml", CHAINFD_CPU, 16, 20);
   TEST_EXIT();
 }

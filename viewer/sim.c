@@ -402,7 +402,7 @@ static void mujoco_step(cfv_sim* s) {
 static int ext_steps(cfv_sim* s, int k) {
   chainfd_rollout* r = !strcmp(cfv_sim_name(s), "cuda.abia") ? s->ext_gpu : s->ext_cpu;
   char err[CFV_MSG];
-  if (chainfd_rollout_run(r, 1, k, s->ext_x, 1, NULL, s->ext_x1, 1, CFD_HOST, err, sizeof err)) {
+  if (chainfd_rollout_run(r, 1, k, s->ext_x, 1, NULL, s->ext_x1, 1, CHAINFD_HOST, err, sizeof err)) {
     snprintf(s->error, sizeof s->error, "%s", err);
     return 0;
   }
@@ -492,7 +492,7 @@ int cfv_sim_substeps(cfv_sim* s, int k) {
   int nx = m->nq + m->nv;
   double *x0 = s->rollout_x, *x1 = s->rollout_x + nx;
   chainfd_rollout_get_state(m, d, x0);
-  if (chainfd_rollout_run(rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CFD_HOST, err, sizeof err))
+  if (chainfd_rollout_run(rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CHAINFD_HOST, err, sizeof err))
     return 0;
   for (int i = 0; i < nx; i++)
     if (!(fabs(x1[i]) < mjMAXVAL)) return 0;  // cfv_sim_step will see to it

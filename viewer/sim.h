@@ -88,12 +88,12 @@ int cfv_sim_step(cfv_sim* s);
 // k steps at once for cpu.fast, through the CPU rollout (chainfd_rollout on CHAINFD_CPU), and for
 // cuda.abia through the GPU rollout (device 0: the k steps on the GPU, past 256 links each step's
 // dynamics by the scan kernel, as cuda.abia's for one long chain): the step of rollout_step.h,
-// which equals chainfd_step's (tests/test_rollout: the CPU rollout to 1e-9 against mj_step, the
-// GPU's to 1e-10 against the CPU's), without MuJoCo's stage functions at every step; the state
-// comes back into mjData once, with its kinematics (what drawing needs). Returns k, or 0 where it does not apply
-// (another dynamics, a model the rollout refuses, a force the rollout does not model: a mouse
-// perturbation's xfrc_applied, qfrc_applied; a failed or non-finite rollout), the state untouched:
-// the caller then steps one by one with cfv_sim_step.
+// which equals chainfd_step's (tests/test_rollout holds the CPU rollout within 1e-9 of mj_step,
+// the GPU's within 1e-10 of the CPU's), without MuJoCo's stage functions at every step; the state
+// comes back into mjData once, with its kinematics (what drawing needs). Returns k, or 0 where it
+// does not apply (another dynamics, a model the rollout refuses, a force the rollout does not
+// model: a mouse perturbation's xfrc_applied, qfrc_applied; a failed or non-finite rollout), the
+// state untouched: the caller then steps one by one with cfv_sim_step.
 int cfv_sim_substeps(cfv_sim* s, int k);
 
 // Whether qpos, qvel and qacc are finite (and not huge) and MuJoCo reset no bad state since the

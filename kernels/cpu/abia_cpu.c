@@ -1,4 +1,4 @@
-// ABIA (paper 000 eq. 8, paper 001 section IV): the articulated-body inertia recursion, reference
+// ABIA ([GPUFD] eq. 8, [SCAN] section IV): the articulated-body inertia recursion, reference
 // form with dense 6x6 algebra. Three sweeps:
 //   out:  V_i = Ad(f_{i,i-1}) V_{i-1} + S_i qd_i,   c_i = ad_{V_i} S_i qd_i
 //   in:   IA_i = J_i + Ad* Ia_{i+1} Ad,   pA_i = -ad*_{V_i} J_i V_i + Ad* pa_{i+1}
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "chain.h"
-#include "spatial.h"
+#include "cfd_math.h"
 
 size_t cfd_abia_work_size(int n) { return (size_t)n * (12 + 6 + 6 + 36 + 6 + 6 + 2); }
 

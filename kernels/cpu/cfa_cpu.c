@@ -1,4 +1,4 @@
-// CFA (paper 000 eq. 9-19): the constraint force algorithm, serial reference. The derivation with
+// CFA ([GPUFD] eq. 9-19): the constraint force algorithm, serial reference. The derivation with
 // the joint-diagonal term is in cfa_blocks.h, whose per-link steps cuda/cfa.cu runs in parallel.
 //   1. bias torques by inverse dynamics, tau_d = tau - bias
 //   2. per link: the blocks of P^T K P (A, B and C together), P = [W S]
@@ -6,16 +6,13 @@
 //   4. odd-even elimination of the block-tridiagonal system, ceil(log2 n) levels (Algorithm 2)
 //   5. qdd_i = (S^T K F)_i / sigma_i
 //   6. iterative refinement: r = tau - ID(q, qd, qdd) - D qdd, solved by steps 3-5 with the stored
-//      elimination (only the right-hand side sweeps again: about 5% of the first solve). The
+//      elimination (only the right-hand side sweeps again, a small part of the first solve). The
 //      elimination works on K = (I - Gamma) J^-1 (I - Gamma)^T, whose conditioning (light links,
-//      long lever arms) costs the raw CFA up to 2e-5 relative on random chains of 200 links and
-//      about 1e-2 at 1000 links (measured against cfd_fd_reference); each step multiplies the
-//      error by about that much again. Past about 2000 links the solve itself is too far off for
-//      the steps to contract, whatever the residual's precision (bench/cfa_accuracy.c).
-//      cfd_cfa_refine_steps (default 6; 0: the raw algorithm); the steps stop early once the
-//      error left is at rounding level (cfd_cfa_done). With 4, random chains of 2048 links had a
-//      state accepted at 3.3e-8 (bench/results/cfa_probe.txt has the probe as it is now).
-//      The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless twice the
+//      long lever arms) degrades the raw CFA with the chain's length; each step multiplies the
+//      error by about that much again, so on long enough chains the solve is too far off for the
+//      steps to contract, whatever the residual's precision (bench/cfa_accuracy.c; the figures in
+//      docs/RESULTS.md). cfd_cfa_options.refine_steps steps (CFD_CFA_REFINE_STEPS by default) stop
+//      early once the error left is at rounding level (cfd_cfa_done). The result is refused (CFD_ERR_INACCURATE) rather than returned inaccurate unless twice the
 //      error left, estimated from the contraction of the last two corrections, is below 1e-8 of
 //      qacc (cfd_cfa_converged, cfd_cfa_error_left; with an absolute floor near an equilibrium,
 //      where qacc itself is tiny).
@@ -24,8 +21,6 @@
 #include "cfa_blocks.h"
 #include "chain.h"
 
-int cfd_cfa_refine_steps = 6;
-int cfd_cfa_residual_ld = 0;
 
 static int oee_levels(int n) {
   int levels = 0;
@@ -81,6 +76,16 @@ static int solve(int n, const double* D0, const double* U0, const double* dj, co
 
 int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                    const double* extra_diag, double* qacc, double* work) {
+  return cfd_fd_cfa_cpu_ex(c, NULL, q, qd, tau, extra_diag, qacc, work);
+}
+
+int cfd_fd_cfa_cpu_ex(const cfd_chain* c, const cfd_cfa_options* opt, const double* q,
+                      const double* qd, const double* tau, const double* extra_diag, double* qacc,
+                      double* work) {
+  const int steps = !opt || !opt->refine_steps ? CFD_CFA_REFINE_STEPS
+                    : opt->refine_steps < 0    ? 0
+                                               : opt->refine_steps;
+  const int residual_ld = opt && opt->residual_ld;
   int n = c->n;
   double* R = work;
   double* p = R + 9 * n;
@@ -129,9 +134,9 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
   double* r = scratch + cfd_id_work_size(n);
   double* before = r + n;  // qacc before the step, to measure the correction
   double prev = INFINITY;  // the previous step's correction
-  for (int step = 0; step < cfd_cfa_refine_steps && !st; step++) {  // 6.
-    if (cfd_cfa_residual_ld && (st = cfd_id_ld(c, q, qd, qacc, r))) break;
-    if (!cfd_cfa_residual_ld) cfd_id_cpu(c, q, qd, qacc, r, scratch);
+  for (int step = 0; step < steps && !st; step++) {  // 6.
+    if (residual_ld && (st = cfd_id_ld(c, q, qd, qacc, r))) break;
+    if (!residual_ld) cfd_id_cpu(c, q, qd, qacc, r, scratch);
     for (int i = 0; i < n; i++) r[i] = tau[i] - r[i] - dj[i] * qacc[i];
     memcpy(before, qacc, sizeof(double) * n);
     st = solve(n, D0, U0, dj, sigma, r, Dfinal, U, D2, U2, Rh, Rh2, frow, EK, 1, qacc);
@@ -141,7 +146,7 @@ int cfd_fd_cfa_cpu(const cfd_chain* c, const double* q, const double* qd, const 
       size = fmax(size, fabs(qacc[i]));
     }
     int done = !st && cfd_cfa_done(corr, prev, size);
-    if (!st && (done || step == cfd_cfa_refine_steps - 1) && !cfd_cfa_converged(corr, prev, size))
+    if (!st && (done || step == steps - 1) && !cfd_cfa_converged(corr, prev, size))
       st = CFD_ERR_INACCURATE;
     prev = corr;
     if (done) break;

@@ -20,7 +20,7 @@
 //    congruence and the congruence on nothing of the division. The accelerations take
 //    a_i = (X - e w^T) a_parent + c + e s (w = U'/d, s = (u - U.c)/d, kept by the sweep in): one
 //    matrix-vector product per link, qacc_i = s - w.a_parent beside it.
-//  - sin and cos of four links at once (sin_cos4), a tenth of libm's time per value.
+//  - sin and cos of four links at once (sin_cos4), far cheaper per value than libm's.
 //  - The prepared chain and the scratch start on a 64-byte boundary in work and keep every vector
 //    32-byte aligned: no load or store splits a cache line.
 // GNU C vector extensions (GCC, Clang): AVX2 where the build targets it, plain code elsewhere.
@@ -32,7 +32,6 @@
 #include "aba_core.h"
 #include "cfd_math.h"
 #include "chain.h"
-#include "spatial.h"
 
 // 4 doubles; aligned(8) so that loads from malloc'd memory need no 32-byte alignment
 typedef double v4 __attribute__((vector_size(32), aligned(8)));
@@ -130,7 +129,8 @@ static int joint_frame(const double S[6], double R[9], double p[3], int* slide) 
 // caller redoes other lanes with libm): x less the nearest multiple k of pi/2, with pi/2 in three
 // parts of which the first two have 33 significant bits (their products with k exact), Taylor
 // series to r^17 / 17! and r^18 / 18! on |r| <= pi/4 (truncation below 1e-17), then the quadrant
-// k mod 4 by bit operations. A tenth of libm's time per value, the links' sweeps being short.
+// k mod 4 by bit operations. Far cheaper per value than libm's, whose calls would otherwise be a
+// large share of the short per-link sweeps.
 static inline void sin_cos4(v4 x, v4* s, v4* c) {
   const v4 shift = splat(6755399441055744.0);  // 1.5 * 2^52: the sum is k in the low bits
   v4 t = x * 0.6366197723675814 + shift;

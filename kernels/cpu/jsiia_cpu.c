@@ -1,4 +1,4 @@
-// JSIIA (paper 000 eq. 7): qacc = M(q)^-1 (tau - bias). M by composite rigid bodies in twist form:
+// JSIIA ([GPUFD] eq. 7): qacc = M(q)^-1 (tau - bias). M by composite rigid bodies in twist form:
 //   Ic_i = J_i + Ad*(f_{i+1,i}) Ic_{i+1} Ad(f_{i+1,i}),   M_ii = S_i^T Ic_i S_i (+ armature),
 //   M_ji = S_j^T Ad*(f_{j+1..i}) Ic_i S_i for j < i (the wrench Ic_i S_i carried down the chain),
 // then a dense Cholesky factorisation (n^3/6) and two triangular solves, and one step of
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "chain.h"
-#include "spatial.h"
+#include "cfd_math.h"
 
 static int mass_matrix(const cfd_chain* c, const double* R, const double* p, double* Ic, double* M) {
   int n = c->n;

@@ -2,12 +2,12 @@
 // block of links: lane j < 6 holds column j of each 6x6 matrix (the articulated inertia, the
 // Riccati map's Phi and G, the bias map's L; lane 6 the bias map's vector), so that a link's step
 // or a map's composition is a few dependent multiply-adds per lane instead of a 6x6 algebra's
-// worth on one thread (that form, aba_scan.h's, ran at about 9k cycles a link on the H100).
+// worth on one thread (aba_scan.h's form, one long chain of dependent steps per link).
 // Columns reach the group's other lanes through its slice of shared memory, ordered by
 // __syncwarp. Symmetric matrices computed column by column are symmetrised through it too (a
-// link's congruence X^T Q X, a composition's P0 and G): left to drift, their asymmetry cost two
-// digits at 16,384 links. The same mathematics as aba_scan.h's functions (its CPU twin computes with those):
-// results agree to rounding.
+// link's congruence X^T Q X, a composition's P0 and G): left to drift, their asymmetry grows
+// along the chain and costs digits on long chains. The same mathematics as aba_scan.h's functions
+// (its CPU twin computes with those): results agree to rounding.
 //
 // Every lane of a warp runs every loop the same number of times (the longest block of the warp;
 // a group past its own block's end runs along without updating), since __syncwarp needs the
@@ -22,7 +22,7 @@
 #define ABS_GROUP 8       // lanes per block of links
 // doubles of shared memory per group for its scratch (the columns it passes round): 4 mod 16, as
 // the four groups of a warp often read the same place in their slices at once, which must then
-// lie in different banks (at 0 mod 16 they were 4-way bank conflicts)
+// lie in different banks (at 0 mod 16 they would be 4-way bank conflicts)
 #define ABS_SCRATCH 84
 
 // 1/x to within about an ulp: the hardware's approximate reciprocal and two Newton steps, a few
@@ -375,8 +375,8 @@ __device__ int abs_lanes_riccati(const double* __restrict__ F1, const double* __
   }
   // Lane-local first: column j of T = Phi1 Z (into shared memory: P0's product needs all of T),
   // of Phi = Phi1 Y and of G1 Y, three products side by side on the same rows; then P0 = P01 +
-  // T Phi1^T and G = G2 + Phi2^T (G1 Y) side by side. (T, then P0 with Phi and G1 Y, then G, one
-  // after another, took 2,580 cycles where these take 2,070: a scratch probe, one warp.)
+  // T Phi1^T and G = G2 + Phi2^T (G1 Y) side by side, so that their dependent chains overlap
+  // (one after another, each product would wait on the last).
   double pc[6], gc[6];  // columns j of P0 and G, symmetrised below
   double gy[6];
   if (lane)
@@ -429,8 +429,8 @@ __device__ int abs_lanes_riccati(const double* __restrict__ F1, const double* __
 
 // Affine maps by a group: A1 after A2 into out, lane j < 6 a column of L1 L2, lane 6 L1 l2 + l1.
 // Every load before the first store, so that they are all in flight at once (a store between
-// them, which the compiler cannot prove apart from the next loads, made each row wait for the
-// last).
+// them, which the compiler cannot prove apart from the next loads, would make each row wait for
+// the last).
 __device__ __forceinline__ void abs_lanes_affine(const double* __restrict__ A1,
                                                  const double* __restrict__ A2,
                                                  double* __restrict__ out, int j, bool active) {
@@ -450,7 +450,7 @@ __device__ __forceinline__ void abs_lanes_affine(const double* __restrict__ A1,
 }
 
 // Velocity maps by a group: later after earlier (cfd_abs_fk_compose), output k of the 18 on lane
-// k mod 8, where one lane composing alone took about 1,100 cycles a step. Each output is a
+// k mod 8, where one lane composing alone would run all 18 in sequence. Each output is a
 // constant plus a dot product of three:
 //   R = Re Rl,  p = pe + Re pl,  w = Rl^T we + wl,  v = Rl^T (ve + we x pl) + vl
 // (twist order w, v), so that every lane runs the same instructions on its own addresses.

@@ -5,8 +5,8 @@
 // (cfd_awb_qacc_warps: one chain or a few, where each sweep's local part runs on every block at
 // once and only the turns go block after block). For one long chain (and small batches of them),
 // where a group of lanes in link frames walks the chain link by link through a 6x6 congruence
-// each (aba_lanes.cuh: about 1.5 us a link) and CFA pays a cluster barrier per elimination level
-// and scan.
+// each (aba_lanes.cuh: a long dependent step per link) and CFA pays a cluster barrier per level
+// of elimination and scan.
 //
 //   out (base to tip): per block, the poses as a product scan and the velocities as a prefix sum,
 //     relative to the link before the block (its anchor); then the anchors' poses and velocities
@@ -22,13 +22,11 @@
 //     of the previous block's last link, which the block's sum of c_k + S_k qa_k carries on.
 // Per link one broadcast of 13 numbers on the backward sweep's critical path, a shuffle scan per
 // block and quantity elsewhere; scratch per link CFD_AWB_LINK_DOUBLES in global memory, read back by
-// the lane that wrote it (and r_b by every lane, after a warp barrier). ncu (256 links, one
-// chain): the warp issues every 4 cycles, half the samples waiting on dependent results, a third
-// at shuffles; about 240 instructions per link. World coordinates cost rounding that grows with the distance from the
-// reference point (aba_world.h: a 200-link chain with slides reached 1.3e-10 with the base's
-// origin for the whole chain; 1.1e-10 with the origin of the link before each block), so each
-// block works about the origin of its middle link, and what passes between blocks is moved from
-// one origin to the next.
+// the lane that wrote it (and r_b by every lane, after a warp barrier). The sweeps are bound by
+// latency (dependent results and shuffles), not by instruction issue. World coordinates cost
+// rounding that grows with the distance from the reference point (aba_world.h), so each block
+// works about the origin of its middle link, and what passes between blocks is moved from one
+// origin to the next.
 #ifndef CHAINFD_ABA_WORLD_BLOCKS_CUH
 #define CHAINFD_ABA_WORLD_BLOCKS_CUH
 
@@ -380,7 +378,7 @@ static __device__ bool cfd_awb_qacc(const cfd_chain& c, const double* __restrict
     }
   }
   // out again, block by block from the base (inline rather than cfd_awb_acc_local and _turn,
-  // whose split costs the rollouts' kernel 300 bytes of spills)
+  // whose split makes the rollouts' kernel spill registers)
   double Ac[6] = {0, 0, 0, -c.gravity[0], -c.gravity[1], -c.gravity[2]};
   for (int base = 0; base < n; base += 32) {
     int i = base + lane, count = min(32, n - base);

@@ -15,8 +15,8 @@
 // dots, twelve shuffles and shared-memory traffic. The accelerations are a unit lower-triangular
 // solve: qa_i = su_i - w_i.(a_0 + sum_{k<=i} c_k) - sum_{k<i} (w_i.S_k) qa_k, one broadcast per
 // link on its critical path.
-// Same quantities as aba_world.h, summed in another order: against the reference, 1e-14 on the
-// arm, 1e-13 at 16 links, up to 9e-13 at 25 (the CPU's world ABA: 1e-14 to 1e-13).
+// Same quantities as aba_world.h, summed in another order: the results differ from the CPU's
+// world ABA by rounding, which grows with the chain's length (figures in docs/RESULTS.md).
 #ifndef CHAINFD_ABA_WORLD_LANES_CUH
 #define CHAINFD_ABA_WORLD_LANES_CUH
 
@@ -108,8 +108,8 @@ __device__ __forceinline__ double cfd_wl_turn(const double Y[6], const double Z[
 // A link nearer the base (below: lane < j) takes U_j, G_j and 1/d_j (ij) of a turn: IA_i -= U U^T
 // / d_j, pA_i += G_j, on its Y = IA S, Z = IA c, d = S.IA S (+ diagonal terms), yc = Y.c and u =
 // tau - S.pA. The other lanes run along with a zero 1/d_j and change nothing: a branch around the
-// call cost the world-blocks kernel 13% (200 links, one warp: 92 against 80 us of kernel time).
-// (Unchanged holds for finite values; a non-finite U makes them NaN, where the result is NaN anyway.)
+// call costs the world-blocks kernel more than the skipped arithmetic saves. (Unchanged holds for
+// finite values; a non-finite U makes them NaN, where the result is NaN anyway.)
 // BIAS false: the inertias alone (u and Gj untouched; aba_world_blocks.cuh's split call).
 template <bool BIAS = true>
 __device__ __forceinline__ void cfd_wl_absorb(bool below, const double U[6], const double Gj[6],

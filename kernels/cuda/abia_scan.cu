@@ -21,8 +21,8 @@ namespace cg = cooperative_groups;
 // groups on one SM they spilled, and the SM's double-precision units were the limit), 32 past
 // 4096 links; up to 16 thread blocks per cluster: up to 256 blocks of links (512 past 4096
 // links), longer chains get longer blocks.
-#define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_abia_scan_groups)
-#define ABS_DEFAULT_LINKS 2  // one chain (bench --only scan: up to 512 links best at 2)
+#define ABS_CTA_GROUPS 32  // at most (launch bound); 16 by default (cfd_gpu_tuning.scan_groups)
+#define ABS_DEFAULT_LINKS 2  // one chain (the shortest blocks: the scans' depth dominates)
 // global scratch per block of links, after CFD_ABS_LINK per link (abia_scan_kernel: v_fk ... keep)
 #define ABS_VALUES (6 + 36 + 6 + 6 + 36)
 // double2 per lane to copy the widest element (108 doubles; every width even, every element at a
@@ -30,22 +30,11 @@ namespace cg = cooperative_groups;
 #define ABS_COPY ((CFD_ABS_RIC / 2 + ABS_GROUP - 1) / ABS_GROUP)
 #define ABS_WORK_BUDGET ((size_t)4 << 30)  // bytes of scratch per launch (as gpu.cu's batches)
 
-int cfd_gpu_abia_scan_links = 0;  // gpu_tuning.h
-int cfd_gpu_abia_scan_chosen = 0;
-int cfd_gpu_abia_scan_groups = 0;  // gpu_tuning.h: 0 = 16 groups per thread block
-int cfd_gpu_abia_scan_profile = 0;
-__device__ unsigned long long abs_marks[64];
-
-// the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0
-__device__ __forceinline__ void abs_mark(int profile, int* k) {
-  if (profile && blockIdx.x == 0 && threadIdx.x == 0 && *k < 64) abs_marks[*k] = cfd_gpu_clock_ns();
+// the GPU's nanosecond clock at the end of a phase (after its barrier), instance 0, thread 0, into
+// the context's marks (NULL when not profiling)
+__device__ __forceinline__ void abs_mark(unsigned long long* marks, int* k) {
+  if (marks && blockIdx.x == 0 && threadIdx.x == 0 && *k < 64) marks[*k] = cfd_gpu_clock_ns();
   (*k)++;
-}
-
-int cfd_gpu_abia_scan_phases(double* us, int max) {
-  unsigned long long t[64];
-  if (cudaMemcpyFromSymbol(t, abs_marks, sizeof t)) return 0;
-  return cfd_gpu_phases_from_marks(t, us, max);
 }
 
 // A scan in two levels. The groups of a thread block scan their blocks' elements in shared
@@ -82,7 +71,7 @@ __device__ __forceinline__ int abs_step(const abs_scan_io& io, const double* in,
 
 // A group's copy of n2 double2 from another thread block's shared memory: every load in flight
 // before the first store (restrict: the compiler may hoist them), one trip to the other SM where a
-// loop of load-then-store waits a trip per element (2.8 us of a scan at 1023 links)
+// loop of load-then-store waits a trip per element
 __device__ __forceinline__ void abs_copy(const double2* __restrict__ src, double2* __restrict__ dst,
                                          int n2, int j) {
 #pragma unroll
@@ -154,7 +143,7 @@ __global__ void __launch_bounds__(ABS_GROUP * ABS_CTA_GROUPS)
 abia_scan_kernel(cfd_chain c, const int* __restrict__ starts, int nb, const double* __restrict__ q,
                  const double* __restrict__ qd, const double* __restrict__ tau,
                  const double* __restrict__ extra, double* __restrict__ qacc, double* work,
-                 long stride, int* error, int error_each, int profile) {
+                 long stride, int* error, int error_each, unsigned long long* profile) {
   extern __shared__ double shared[];
   int mk = 0;
   abs_mark(profile, &mk);
@@ -247,7 +236,7 @@ static int abs_clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi :
 
 typedef void (*abs_kernel_fn)(cfd_chain, const int*, int, const double*, const double*,
                               const double*, const double*, double*, double*, long, int*, int,
-                              int);
+                              unsigned long long*);
 static abs_kernel_fn abs_kernel(int stage) {
   return stage == ABS_BEGIN ? abia_scan_kernel<ABS_BEGIN>
          : stage == ABS_FINISH ? abia_scan_kernel<ABS_FINISH> : abia_scan_kernel<ABS_WHOLE>;
@@ -287,18 +276,15 @@ static cudaError_t launch_scan(cfd_gpu* g, int B, const double* q, const double*
     g->scan_max_cluster = cl;
   }
   // groups per thread block (whole warps): 16, or 32 past 4096 links, where halving the blocks'
-  // length gains more than the SM's 8 warps lose (16,384 links: 341 against 431 us)
-  int G = cfd_gpu_abia_scan_groups > 0 && cfd_gpu_abia_scan_groups <= ABS_CTA_GROUPS
-              ? cfd_gpu_abia_scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
+  // length gains more than the SM's 8 warps lose
+  int G = g->tune.scan_groups > 0 && g->tune.scan_groups <= ABS_CTA_GROUPS
+              ? g->tune.scan_groups / 4 * 4 : n > 4096 ? 32 : 16;
   if (G < 4) G = 4;
   // links per block: 2 for one chain (raised below by the 256-block limit: 3 from 513 links, 4
-  // from 769; 3 not measured on its own); a batch takes longer
-  // blocks, fewer of them, as its many clusters keep the GPU busy where one chain's scans cannot:
-  // about n / 128 (2 to 8) from 2 chains, n / 32 (8 to 32) from 32 (bench --only scan,
-  // h100_abia_scan.txt: one chain of 256 links 57 us with 2 against 61 with 4, 512 links 67
-  // against 71; B = 8 at 200 links 56 against 61 with 2, at 512 71 with 4 against 84 with 2, at
-  // 1023 90 with 8 against 100 with 4; B = 64 187 with 32 against 305 with 8)
-  int m = cfd_gpu_abia_scan_links > 0 ? cfd_gpu_abia_scan_links
+  // from 769); a batch takes longer blocks, fewer of them, as its many clusters keep the GPU busy
+  // where one chain's scans cannot: about n / 128 (2 to 8) from 2 chains, n / 32 (8 to 32) from
+  // 32 (chainfd-bench-gpu --only scan; docs/RESULTS.md)
+  int m = g->tune.scan_links > 0 ? g->tune.scan_links
           : B >= 32 ? abs_clamp((n + 16) / 32, 8, 32)
           : B >= 2 ? abs_clamp((n + 64) / 128, 2, 8)
                    : ABS_DEFAULT_LINKS;
@@ -325,7 +311,7 @@ static cudaError_t launch_scan(cfd_gpu* g, int B, const double* q, const double*
     g->scan_nb[slot] = nb;
     g->scan_oldest = (slot + 1) % CFD_SCAN_PARTITIONS;
   }
-  cfd_gpu_abia_scan_chosen = m;
+  g->scan_links_ran = m;
   int nb = g->scan_nb[slot];
   const int* part = g->scan_starts + (size_t)slot * (n + 1);
   long stride = (long)CFD_ABS_LINK * n + (long)ABS_VALUES * nb;
@@ -362,7 +348,7 @@ static cudaError_t launch_scan(cfd_gpu* g, int B, const double* q, const double*
     e = cudaLaunchKernelEx(&cfg, abs_kernel(stage), g->chain, part, nb,
                            q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o,
                            g->scan_work, stride, error_each ? error + b0 : error, error_each,
-                           cfd_gpu_abia_scan_profile);
+                           g->tune.profile ? g->marks : (unsigned long long*)NULL);
   }
   return e;
 }

@@ -26,18 +26,13 @@ namespace cg = cooperative_groups;
 #define CFA_SMALL_THREADS 256
 #define CFA_SOLO_ID_LINKS 1  // links per thread up to which one block runs the ID alone
 
-int cfd_gpu_cfa_profile = 0;  // bench: record the phases' end times of instance 0
-__device__ unsigned long long cfa_marks[64];
-
-// the GPU's nanosecond clock, read by one thread at the end of each phase when profiling
-__device__ __forceinline__ void cfa_mark(int profile, int gt, int* k) {
-  if (!profile) return;
-  if (gt == 0 && blockIdx.x == 0 && *k < 64) cfa_marks[*k] = cfd_gpu_clock_ns();
+// the GPU's nanosecond clock, read by one thread at the end of each phase when profiling (marks:
+// the context's 64 words, NULL when not profiling)
+__device__ __forceinline__ void cfa_mark(unsigned long long* marks, int gt, int* k) {
+  if (!marks) return;
+  if (gt == 0 && blockIdx.x == 0 && *k < 64) marks[*k] = cfd_gpu_clock_ns();
   (*k)++;
 }
-
-int cfd_gpu_cfa_threads = 0;  // tuning knobs (bench): 0 = chosen by cfa_layout
-int cfd_gpu_cfa_cluster = 0;
 
 // per-instance scratch after the ID's: D0 U0 D U D2 U2 (36n each), R R2 (6n each), frow 18n,
 // tau_d n, dj n, and the elimination's multipliers (72n per level)
@@ -89,7 +84,7 @@ __device__ __forceinline__ int cfa_link_thread(const cg::cluster_group& cl) {
 // the max of the correction goes to acc[slot], of qacc to acc[2 + slot].
 __device__ void cfa_solve(int n, const double* __restrict__ sigma, const cfa_views& v, double* qacc,
                           int refine, unsigned long long* acc, int slot, int gt, int GT, int* error,
-                          int profile, int* mk) {
+                          unsigned long long* profile, int* mk) {
   cg::cluster_group cl = cg::this_cluster();
   int lt = cfa_link_thread(cl);
   for (int i = lt; i < n; i += GT) {
@@ -162,7 +157,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
            const double* __restrict__ sigma, const double* __restrict__ q,
            const double* __restrict__ qd, const double* __restrict__ tau,
            const double* __restrict__ extra, double* qacc, double* idout, double* work,
-           long stride, int steps, unsigned long long* norms, int* error, int profile, int phase) {
+           long stride, int steps, unsigned long long* norms, int* error, unsigned long long* profile, int phase) {
   extern __shared__ double sh[];
   cg::cluster_group cl = cg::this_cluster();
   int CL = (int)cl.num_blocks(), n = c.n;
@@ -182,7 +177,7 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
   // The ID on one block when that leaves it a link per thread: a scan across the cluster costs a
   // cluster barrier, the dearest step of this kernel (about a microsecond; ncu: 40% of the time
   // at n = 200 went to them). With more links per thread the serial sweeps cost more than the
-  // barriers save (n = 200 on 96 threads: 24 us against 16; bench --only cfa)
+  // barriers save (chainfd-bench-gpu --only cfa)
   bool solo = n <= CFA_SOLO_ID_LINKS * (int)blockDim.x;
   bool id_here = !solo || cl.block_rank() == 0;
   int id_gt = solo ? (int)threadIdx.x : gt, id_GT = solo ? (int)blockDim.x : GT;
@@ -252,23 +247,23 @@ cfa_kernel(cfd_chain c, const double* __restrict__ jinv, const double* __restric
 
 // Threads per block and blocks per cluster: a thread per row of each equation (6n), spread over
 // up to 16 SMs per chain: for a few chains the most SMs (16: per-link steps and barriers shared
-// by more of them; n = 200: 132 us against 153 with 10), for many the fewest blocks that give a
-// thread a row, so that more clusters run at once (bench --only cfa). The knobs above override.
-static void cfa_layout(int n, int B, int* T, int* CL) {
+// by more of them), for many the fewest blocks that give a thread a row, so that more clusters run
+// at once (chainfd-bench-gpu --only cfa). cfd_gpu_tuning's cfa_threads and cfa_cluster override.
+static void cfa_layout(const cfd_gpu* g, int n, int B, int* T, int* CL) {
   int rows = 6 * n;
   int cl = B <= 8 ? CFD_MAX_CLUSTER : (rows + 127) / 128;
   if (cl > CFD_MAX_CLUSTER) cl = CFD_MAX_CLUSTER;
   int t = ((rows + cl - 1) / cl + 31) / 32 * 32;
   if (t < 64) t = 64;
   if (t > CFA_MAX_THREADS) t = CFA_MAX_THREADS;
-  *T = cfd_gpu_cfa_threads ? cfd_gpu_cfa_threads : t;
-  *CL = cfd_gpu_cfa_cluster ? cfd_gpu_cfa_cluster : cl;
+  *T = g->tune.cfa_threads ? g->tune.cfa_threads : t;
+  *CL = g->tune.cfa_cluster ? g->tune.cfa_cluster : cl;
 }
 
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc, int phase) {
   int n = g->n, T, CL;
-  cfa_layout(n, B, &T, &CL);
+  cfa_layout(g, n, B, &T, &CL);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   cfg.blockDim = dim3(T);
@@ -303,13 +298,7 @@ cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double*
   long stride = (long)cfd_gpu_work_per_instance(CFD_GPU_CFA, n);
   return cudaLaunchKernelEx(&cfg, kernel, g->chain, (const double*)g->jinv,
                             (const double*)g->basis, (const double*)g->sigma, q, qd, tau, extra,
-                            qacc, g->bias, g->work, stride, cfd_cfa_refine_steps,
+                            qacc, g->bias, g->work, stride, cfd_gpu_cfa_steps(g),
                             (unsigned long long*)g->ptrs, cfd_gpu_error_flag(g),
-                            cfd_gpu_cfa_profile, phase);
-}
-
-int cfd_gpu_cfa_phases(double* us, int max) {
-  unsigned long long t[64];
-  if (cudaMemcpyFromSymbol(t, cfa_marks, sizeof t)) return 0;
-  return cfd_gpu_phases_from_marks(t, us, max);
+                            g->tune.profile ? g->marks : (unsigned long long*)NULL, phase);
 }

@@ -124,7 +124,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   cfd_gpu_chain_free(&g->chain, &g->chain_jf);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
   cudaFree(g->chain_f32);
-  cudaFree(g->scan_starts); cudaFree(g->scan_work);
+  cudaFree(g->scan_starts); cudaFree(g->scan_work); cudaFree(g->marks);
   free(g->scan_can_end);
   cudaFreeHost(g->status);
   cudaFreeHost(g->factors);
@@ -204,7 +204,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   if (alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N) {
     snprintf(err, err_size,
              "cuda.cfa: chains past %d links are refused (this one has %d): there its world-frame "
-             "residual's rounding can bias the answer beyond 1e-8 unseen (chainfd_batch.h); "
+             "residual's rounding can bias the answer beyond 1e-8 unseen (kernels/gpu.h); "
              "cpu.cfa, cuda.abia or cuda.jsiia take them", CFD_GPU_CFA_MAX_N, n);
     return 1;
   }
@@ -493,8 +493,8 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 // (abia_split_kernel): begin writes the call's number where the kernel waits for it, the kernel
 // runs the sweep out and the inertias' part of the sweep in, and writes the factors, each state's
 // status and a done flag into page-locked memory itself; finish waits for the flags and does the
-// rest on the host. No launch (after the first), copy, event or graph in between: at 200 links
-// these had cost 14 us of host calls and latency in a 77 us call.
+// rest on the host. No launch (after the first), copy, event or graph in between: for chains of a
+// few hundred links their host calls and latency were a large share of a call.
 // Falls back to holding the states (pending 1) when the page-locked memory cannot be had.
 static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   int n = g->n;
@@ -522,7 +522,7 @@ static int abia_begin(cfd_gpu* g, int B, char* err, int err_size) {
   // asked to leave now and launched again, rather than risk a call that some of its blocks would
   // no longer see (finish would notice only once the others had left too, 2 ms on).
   long long now_ns = monotonic_ns();
-  if (g->split_resident && (g->split_resident != B || !cfd_gpu_split_resident ||
+  if (g->split_resident && (g->split_resident != B || g->tune.split_relaunch ||
                             now_ns - g->split_last_ns > 1000000 ||
                             __atomic_load_n(ctrl + 2, __ATOMIC_ACQUIRE)))
     split_stop(g);  // another batch size, idle for long, or it has left (or is about to)
@@ -746,7 +746,38 @@ int cfd_gpu_time_kernels(cfd_gpu* g, int on) {
 
 int cfd_gpu_split_launches(const cfd_gpu* g) { return g->split_launches; }
 
-int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max) {
+int cfd_gpu_set_tuning(cfd_gpu* g, const cfd_gpu_tuning* t, char* err, int err_size) {
+  static const cfd_gpu_tuning defaults = {};
+  g->tune = t ? *t : defaults;
+  if (g->tune.profile && !g->marks) {
+    cudaSetDevice(g->device);
+    cudaError_t e = cudaMalloc(&g->marks, 64 * sizeof(unsigned long long));
+    if (!e) e = cudaMemset(g->marks, 0, 64 * sizeof(unsigned long long));
+    if (e) {
+      cudaFree(g->marks);
+      g->marks = NULL;
+      g->tune.profile = 0;
+      snprintf(err, err_size, "GPU: the profile's marks: %s", cudaGetErrorString(e));
+      cudaGetLastError();
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int cfd_gpu_abia_ran(const cfd_gpu* g) { return g->abia_ran; }
+int cfd_gpu_scan_links_ran(const cfd_gpu* g) { return g->scan_links_ran; }
+
+// Phase times (us) from a profiled kernel's 64 globaltimer marks, one per phase end: the
+// differences up to the first mark not written in order.
+int cfd_gpu_phases(const cfd_gpu* g, double* us, int max) {
+  unsigned long long t[64];
+  if (!g->marks) return 0;
+  cudaSetDevice(g->device);
+  if (cudaStreamSynchronize(g->stream) || cudaMemcpy(t, g->marks, sizeof t, cudaMemcpyDeviceToHost)) {
+    cudaGetLastError();
+    return 0;
+  }
   int k = 0;
   for (; k + 1 < max && k < 63 && t[k + 1] >= t[k] && t[k + 1] - t[k] < 1000000000ull; k++)
     us[k] = (t[k + 1] - t[k]) * 1e-3;

@@ -7,12 +7,15 @@
 #include <cusolverDn.h>
 #include <stdio.h>
 
-#include "chainfd_batch.h"
-#include "gpu_tuning.h"
+#include "gpu.h"
 
 #define CFD_SCAN_PARTITIONS 3  // the scan kernel's partitions kept (struct cfd_gpu)
 
 struct cfd_gpu {
+  cfd_gpu_tuning tune;  // cfd_gpu_set_tuning; all zero: the rules
+  int abia_ran;         // the ABIA kernel of the last launch (cfd_abia_kernel)
+  int scan_links_ran;   // the scan kernel's links per block in its last launch
+  unsigned long long* marks;  // device, 64 phase end times (tune.profile), else NULL
   int device;
   cfd_gpu_algorithm alg;
   int n;
@@ -101,9 +104,12 @@ int cfd_gpu_abia_splits(const cfd_gpu* g, int B);
 cudaError_t cfd_gpu_launch_abia_split(cfd_gpu* g, int B, const double* in, double* factors,
                                       unsigned long long* done, unsigned long long* ctrl,
                                       unsigned long long last);
-// Phase times (us) from a profiled kernel's 64 globaltimer marks, one per phase end: the
-// differences up to the first mark not written in order; returns how many (at most max).
-int cfd_gpu_phases_from_marks(const unsigned long long t[64], double* us, int max);
+// CFA's refinement steps under g's tuning
+static inline int cfd_gpu_cfa_steps(const cfd_gpu* g) {
+  return g->tune.cfa_steps == CFD_CFA_NO_REFINE ? 0
+         : g->tune.cfa_steps > 0               ? g->tune.cfa_steps
+                                               : CFD_CFA_REFINE_STEPS;
+}
 // ABIA as scans over blocks of links, a cluster of up to 16 thread blocks per instance
 // (abia_scan.cu): in one launch (ABS_WHOLE), or a split call's two on the same states: ABS_BEGIN
 // (what needs no tau: the blocks' maps and the velocity and Riccati scans, kept in the scan

@@ -1,5 +1,5 @@
 // The GPU back ends' names, for builds with and without CUDA alike.
-#include "chainfd_batch.h"
+#include "gpu.h"
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
   switch (alg) {

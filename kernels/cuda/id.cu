@@ -1,4 +1,4 @@
-// Inverse dynamics as scans (paper 001, section III; the scans are in id_scan.cuh, shared with the
+// Inverse dynamics as scans ([SCAN] section III; the scans are in id_scan.cuh, shared with the
 // fused CFA kernel), one thread block per instance.
 #include "id_scan.cuh"
 #include "gpu_internal.h"

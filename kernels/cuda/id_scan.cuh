@@ -1,4 +1,4 @@
-// id_scan.cuh: inverse dynamics as scans (paper 001, section III) for the threads of one block or
+// id_scan.cuh: inverse dynamics as scans ([SCAN] section III) for the threads of one block or
 // one thread-block cluster that share a chain. In the world frame the recursions of cpu/id_cpu.c
 // become sums:
 //   T_i  = T_{i-1} f_{i-1,i}(q_i)              a scan under SE(3) composition

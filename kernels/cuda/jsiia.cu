@@ -1,4 +1,4 @@
-// JSIIA on the GPU (paper 000 eq. 7): bias by the scan-based ID (id.cu), then M in the world
+// JSIIA on the GPU ([GPUFD] eq. 7): bias by the scan-based ID (id.cu), then M in the world
 // frame, where the composite inertias are suffix sums and every entry is independent:
 //   Ic_i = sum_{k>=i} J^w_k,   M_ij = S^w_i^T Ic_{max(i,j)} S^w_j (+ armature, extra on i = j)
 // then Cholesky: cuSOLVER (potrf/potrs, their batched forms for many instances), or, for small
@@ -6,7 +6,6 @@
 #include "block_scan.cuh"
 #include "cfd_math.h"
 #include "gpu_internal.h"
-#include "spatial.h"
 
 #define IC_MAX_THREADS 64
 #define JSIIA_SMALL_N 16  // at or below: the one-thread-per-instance Cholesky

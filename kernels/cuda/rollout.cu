@@ -5,7 +5,7 @@
 // instances a group of 8 lanes per instance in link frames (aba_lanes.cuh); beyond, one thread per
 // instance runs the steps of rollout_step.h (the CPU rollout's code) with its state interleaved
 // with its neighbours'. (The link-frame lanes and the thread per instance also serve chains with no
-// joint frames, and the knobs in gpu_tuning.h.) Chains past 256 links in batches up to 1024: each
+// joint frames, and the rollout fields of cfd_gpu_tuning.) Chains past 256 links in batches up to 1024: each
 // step's dynamics by the scan kernel (abia_scan.cu), two launches a step (scan_* below).
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +17,6 @@
 #include "rollout_step.h"
 
 #define ROLLOUT_THREADS 128
-
-int cfd_gpu_rollout_lanes = 1;  // small chains: a group of lanes per instance (0: a thread)
-int cfd_gpu_lanes_xch = 1;      // the lanes' backward sweep exchanges through shared memory (0: shuffles)
-int cfd_gpu_rollout_world = 1;  // lanes on short chains: the ABA in world coordinates (0: link frames)
-int cfd_gpu_rollout_scan = 1;   // long chains, small batches: the scan kernel (0: the lanes)
-long cfd_gpu_rollout_scan_steps = 0;
 
 // What a run reports back in one copy: an error status and the total of the bad-state warnings
 // (rollout_step.h); the warnings per instance stay on the device until asked for.
@@ -47,6 +41,8 @@ __device__ __forceinline__ bool group_any(bool pred) {
 }
 
 struct cfd_gpu_rollout {
+  cfd_gpu_tuning tune;          // cfd_gpu_rollout_set_tuning; all zero: the rules
+  long scan_steps;              // steps taken by the scan kernel, all runs
   int device, n, nu;
   cfd_chain chain;              // device arrays
   cfd_chain chain_jf;           // the chain in joint frames, device arrays (home_R NULL: none)
@@ -107,9 +103,8 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
 }
 
 // Small chains: the state and scratch in local memory, a per-thread array the hardware interleaves
-// and caches write-back in L1, instead of the global scratch (write-through to L2): about 20% more
-// env-steps per second for the 7-dof arm on the H100 (bench/results/h100_rollout_localmem.txt as
-// of commit c1e9932; a later benchmark dropped that comparison)
+// and caches write-back in L1, instead of the global scratch (write-through to L2), which costs
+// a short arm's steps more memory traffic (bench/results/LOG.md, Rollouts)
 #define ROLLOUT_LOCAL_MAX_N 16
 
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
@@ -152,10 +147,8 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 // memory (work, instance-major) for longer chains.
 #define LANES CFD_LANES
 #define LANES_BLOCK 64
-// Past these batches a thread per instance already fills the GPU and wins (arm7 on the H100:
-// lanes 3.3e8 vs 1.4e8 env-steps/s at B = 4096, 3.9e8 vs 5.2e8 at B = 16384,
-// h100_rollout_lanes.txt; the 50-link chain, state in global memory, H = 128: 9.2e6 vs 3.4e6 at
-// B = 1024, 1.7e7 vs 1.2e7 at 4096, h100_rollout.txt; 2.2e7 vs 3.7e7 at 16384 in an earlier run)
+// Past these batches a thread per instance already fills the GPU and wins (chainfd-bench-gpu
+// --only rollout; docs/RESULTS.md)
 #define LANES_MAX_B 8192
 #define LANES_GLOBAL_MAX_B 4096
 // doubles per link: those of aba_lanes.cuh, then q, tau, diag, qacc, qpos, qvel
@@ -318,11 +311,8 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
 #define WL_BLOCK 64
 #define WL_MAX_N 32
 // Groups of 16 and 32 lanes hold so many threads that from about 2^18 of them (B = 16384 and 8192)
-// a thread per instance fills the GPU as well and wins after (on the H100, H = 128, env-steps/s,
-// h100_rollout.txt: 16 links 2.4e8 against 1.7e8 at B = 16384, 2.5e8 against 3.0e8 at 65536;
-// 24 links 8.7e7 against 2.9e7 at 4096, 8.8e7 against 9.2e7 at 16384, 9.0e7 against 1.7e8 at
-// 65536). Groups of 4 and 8 win at every batch (arm7: 8.0e8 against 1.4e8 at 4096, 8.7e8
-// against 6.9e8 at 65536).
+// a thread per instance fills the GPU as well and wins after; groups of 4 and 8 win at every
+// batch (chainfd-bench-gpu --only rollout; docs/RESULTS.md).
 #define WL_MAX_THREADS (1L << 18)
 
 static int world_lanes_width(int n) { return n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
@@ -480,7 +470,7 @@ static void launch_world_lanes(const cfd_gpu_rollout* r, int B, int H, const dou
 // term; then, after the dynamics, mj_checkAcc, the reset and the semi-implicit Euler update. The
 // reset state's dynamics is computed once (scan_reset_dynamics) and reused.
 #define SCAN_THREADS 256
-#define SCAN_MAX_B 1024  // (bench --only rollout_long: the scan 1.6x the lanes at 300 links, 2.5x at 1000)
+#define SCAN_MAX_B 1024  // (chainfd-bench-gpu --only rollout_long: the scan against the lanes)
 
 // Per instance [B][n] each: qpos, qvel, q, tau, diag, qacc; then the ints: the scan kernel's error
 // word (B), and SCAN_INFO per instance (scan_info)
@@ -798,11 +788,13 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   size_t ctrl_n = (size_t)B * H * r->nu;
   size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
   int W = world_lanes_width(n);
-  bool world = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n <= WL_MAX_N &&
+  const bool lanes = !r->tune.rollout_thread, world_ok = lanes && !r->tune.rollout_link_frames;
+  const int xch = !r->tune.lanes_shuffle;
+  bool world = world_ok && n <= WL_MAX_N &&
                r->chain_jf.home_R && (W <= 8 || (long)B * W <= WL_MAX_THREADS);
-  bool blocks32 = cfd_gpu_rollout_lanes && cfd_gpu_rollout_world && n > WL_MAX_N &&
+  bool blocks32 = world_ok && n > WL_MAX_N &&
                   n <= WB_MAX_N && r->chain_jf.home_R && B <= WB_MAX_B;
-  bool scan = r->scan && cfd_gpu_rollout_scan && B <= SCAN_MAX_B;
+  bool scan = r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B;
   if (scan && B > r->scan_capacity) {  // the state, reused
     cudaFree(r->sx);
     cudaFree(r->sflags);
@@ -865,22 +857,22 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (scan) {
     e = scan_launches(r, B, H, dinit, shared_init, dctrl, dout, final_only);
     if (e) return fail(err, err_size, "launching the rollout", e);
-    cfd_gpu_rollout_scan_steps += H;
+    r->scan_steps += H;
   } else if (world) {
     launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only);
   } else if (blocks32) {
     rollout_world_blocks_kernel<<<B, 32, 0, r->stream>>>(
         r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
         r->work, r->flags, r->warn);
-  } else if (cfd_gpu_rollout_lanes && small && B <= LANES_MAX_B) {
+  } else if (lanes && small && B <= LANES_MAX_B) {
     rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
                                   sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        NULL, r->flags, r->warn, cfd_gpu_lanes_xch);
-  } else if (cfd_gpu_rollout_lanes && !small && B <= LANES_GLOBAL_MAX_B) {
+        NULL, r->flags, r->warn, xch);
+  } else if (lanes && !small && B <= LANES_GLOBAL_MAX_B) {
     rollout_lanes_kernel<true><<<(B + groups - 1) / groups, LANES_BLOCK, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->work, r->flags, r->warn, cfd_gpu_lanes_xch);
+        r->work, r->flags, r->warn, xch);
   } else if (n <= ROLLOUT_LOCAL_MAX_N)
     rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
         r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
@@ -917,3 +909,11 @@ int cfd_gpu_rollout_instance_warnings(const cfd_gpu_rollout* r, int* counts, cha
 }
 
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return r->last_ms; }
+
+int cfd_gpu_rollout_set_tuning(cfd_gpu_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size) {
+  static const cfd_gpu_tuning defaults = {};
+  r->tune = t ? *t : defaults;
+  return r->scan ? cfd_gpu_set_tuning(r->scan, t, err, err_size) : 0;
+}
+
+long cfd_gpu_rollout_scan_steps(const cfd_gpu_rollout* r) { return r->scan_steps; }

@@ -7,7 +7,7 @@
     chainfd.step(model, data)                        # instead of mujoco.mj_step(model, data)
 
 step() and forward() are drop-in replacements for mujoco.mj_step / mujoco.mj_forward (see
-plugin/chainfd.h for what they compute and when they hand a step to MuJoCo); they raise
+include/chainfd.h for what they compute and when they hand a step to MuJoCo); they raise
 ChainfdError with chainfd's message when the configuration is invalid or, with fallback=error,
 when chainfd cannot step the model or state exactly. They release the GIL while they run, so
 several threads may step their own MjData of one model at once.

@@ -1,4 +1,4 @@
-"""Batched forward dynamics through chainfd_fd (plugin/chainfd_fd.h), with NumPy arrays.
+"""Batched forward dynamics through chainfd_fd (include/chainfd_fd.h), with NumPy arrays.
 
     from chainfd.batch import ForwardDynamics
     fd = ForwardDynamics(model, backend="auto", device=0, typical_batch=4096)

@@ -1,4 +1,4 @@
-"""Batched rollouts through chainfd_rollout (plugin/chainfd_rollout.h), with NumPy arrays.
+"""Batched rollouts through chainfd_rollout (include/chainfd_rollout.h), with NumPy arrays.
 
     import mujoco, chainfd
     from chainfd.rollout import Rollout

@@ -18,7 +18,7 @@
 #include "backend.h"
 #include "chain_gen.h"
 #include "chainfd.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "mj_random.h"
 #include "test_util.h"
 

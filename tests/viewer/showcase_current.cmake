@@ -1,5 +1,5 @@
 # cmake -DGEN=<chainfd-gen-showcase> -DOUT=<dir> -DSCENES=<scenes dir> -P showcase_current.cmake
-# The committed scenes/showcase_*.xml are exactly what scenes/gen_showcase.c writes.
+# The committed scenes/showcase_*.xml are exactly what viewer/gen_showcase.c writes.
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
 execute_process(COMMAND "${GEN}" "${OUT}" RESULT_VARIABLE rc)

@@ -1,5 +1,5 @@
 // auto.h: backend=auto. Picks the back end for n links and a batch of B states from the table the
-// GPU benchmark measured (bench/plot.py --auto-table writes plugin/auto_table.h), and says why.
+// GPU benchmark measured (bench/plot.py --auto-table writes core/auto_table.h), and says why.
 #ifndef CHAINFD_AUTO_H
 #define CHAINFD_AUTO_H
 

@@ -63,6 +63,9 @@ extern "C" {
 
 #define CHAINFD_PLUGIN_NAME "chainfd"
 
+// Where the arrays of a batched call live: host memory, or the memory of the handle's CUDA device.
+typedef enum { CHAINFD_HOST = 0, CHAINFD_DEVICE = 1 } chainfd_memory;
+
 enum {
   CHAINFD_OK = 0,               // stepped (by chainfd, or by MuJoCo under fallback=mujoco)
   CHAINFD_ERR_NO_INSTANCE = 1,  // the model declares no chainfd plugin instance

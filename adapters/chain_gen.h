@@ -5,7 +5,7 @@
 // caps body-tree depth (mjCModel::PrintTree throws "depth limit exceeded in signature
 // computation" at depth 1024, world = 0), for XML and mjSpec alike, so a serial chain that
 // MuJoCo can compile has at most CFD_CHAIN_MAX_MJ_LINKS links; and its compile time grows
-// like n^3 (mj_setConst solves with the dense chain mass matrix per body): 3.5-5 s at n = 1000.
+// like n^3 (mj_setConst solves with the dense chain mass matrix per body): seconds at n = 1000.
 //
 // The chain hangs from the world at a height equal to its length; link0 is turned so the chain
 // starts horizontal along +x and falls under gravity. Geoms are visual capsules with

@@ -4,14 +4,14 @@
 #include <string.h>
 
 #include "backend.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "cfd_math.h"
 #include "mj_chain.h"
 
 static const cfd_backend backends[] = {
     {"cpu.fast", "articulated-body algorithm in joint frames, vector algebra (the fast CPU path)",
      cfd_fast_work_size, cfd_fd_fast_prepared, cfd_fast_prepare, 0, -1},
-    {"cpu.abia", "articulated-body inertia algorithm, reference (paper 000 eq. 8)",
+    {"cpu.abia", "articulated-body inertia algorithm, reference ([GPUFD] eq. 8)",
      cfd_abia_work_size, cfd_fd_abia_cpu, NULL, 0, -1},
     {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + Cholesky (eq. 7)",
      cfd_jsiia_work_size, cfd_fd_jsiia_cpu, NULL, 0, -1},
@@ -167,7 +167,7 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
   int n = s->chain.n;
   // two solves on the CPU, which has nothing to share between them, and for cuda.jsiia, whose
   // batched cuSOLVER path is slower for two states than its single-matrix one twice
-  // (bench/results/h100_bench_step.txt)
+  // (chainfd-bench-step; bench/results/LOG.md)
   if (!s->gpu || s->backend->gpu_algorithm == CFD_GPU_JSIIA) {
     int st = cfd_solver_fd(s, q, qd, tau, NULL, qacc);
     return st ? st : cfd_solver_fd(s, q, qd, tau, extra_diag, qacc_diag);
@@ -252,6 +252,10 @@ double cfd_solver_kernel_ms(const cfd_solver* s) { return s->gpu ? cfd_gpu_last_
 
 void cfd_solver_time_kernels(cfd_solver* s, int on) {
   if (s->gpu) cfd_gpu_time_kernels(s->gpu, on);
+}
+
+int cfd_solver_set_tuning(cfd_solver* s, const cfd_gpu_tuning* t, char* err, int err_size) {
+  return s->gpu ? cfd_gpu_set_tuning(s->gpu, t, err, err_size) : 0;
 }
 
 const char* cfd_solver_error(const cfd_solver* s, int status) {

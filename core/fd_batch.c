@@ -6,7 +6,7 @@
 
 #include "auto.h"
 #include "backend.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 #include "chainfd_fd.h"
 
 struct chainfd_fd {

@@ -8,7 +8,7 @@
 #include <mujoco/mujoco.h>
 
 #include "chain.h"
-#include "chainfd_batch.h"
+#include "gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,7 +68,7 @@ int cfd_solver_fd2(cfd_solver* s, const double* q, const double* qd, const doubl
 // cfd_solver_fd / cfd_solver_fd2 in two halves, for the GPU back ends that gain from it (cuda.cfa,
 // whose kinematics, bias forces and elimination factors need no forces; cuda.abia up to 256 links,
 // whose articulated inertias need none either, the sweeps that take tau then run on the host:
-// cfd_gpu_fd_begin in chainfd_batch.h): cfd_solver_begin takes
+// cfd_gpu_fd_begin in kernels/gpu.h): cfd_solver_begin takes
 // the state (and, with extra_diag, asks for fd2's two solves) and starts the GPU, then the caller
 // computes the forces; cfd_solver_finish takes them and gives what fd or fd2 would. q, qd and
 // extra_diag are given again, as they are now: if any changed since begin, the solve is redone
@@ -88,6 +88,8 @@ int cfd_solver_is_gpu(const cfd_solver* s);
 // where calls are not timed: cfd_solver_time_kernels, off by default).
 double cfd_solver_kernel_ms(const cfd_solver* s);
 void cfd_solver_time_kernels(cfd_solver* s, int on);
+// The GPU context's tuning (cfd_gpu_set_tuning; NULL: the defaults). 0 on a CPU back end.
+int cfd_solver_set_tuning(cfd_solver* s, const cfd_gpu_tuning* t, char* err, int err_size);
 // What a nonzero cfd_solver_fd status means, in words (for CFD_ERR_GPU: the CUDA layer's message).
 const char* cfd_solver_error(const cfd_solver* s, int status);
 

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "chainfd_rollout.h"
+#include "gpu.h"
+#include "rollout_internal.h"
 #include "mj_chain.h"
 #include "rollout_step.h"
 
@@ -30,8 +32,7 @@ struct chainfd_rollout {
 static int refuse(char* err, int size, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int len = snprintf(err, size, "rollout refused: ");
-  if (len < size) vsnprintf(err + len, size - len, fmt, ap);
+  cfd_refuse_prefixed(err, size, "rollout refused: ", fmt, ap);
   va_end(ap);
   return 1;
 }
@@ -372,24 +373,24 @@ static int run_split(chainfd_rollout* r, int B, int H, const double* init, int s
 }
 
 int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
-                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        const double* ctrl, double* out, int final_only, chainfd_memory where,
                         char* err, int err_size) {
   for (int k = 0; k < CFD_MAX_GPUS; k++) r->last_B[k] = 0;
   r->last_warnings = 0;
   if (r->ngpu == 1) {  // (its warnings are reported only after a run that succeeded)
-    int st = cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, where,
+    int st = cfd_gpu_rollout_run(r->gpu[0], B, H, init, shared_init, ctrl, out, final_only, (cfd_memory)where,
                                  err, err_size);
     r->last_B[0] = st ? 0 : B;
     return st;
   }
   if (r->ngpu > 1) {
-    if (where == CFD_DEVICE) {
+    if (where == CHAINFD_DEVICE) {
       snprintf(err, err_size, "rollout: a batch split across GPUs takes host arrays");
       return 1;
     }
     return run_split(r, B, H, init, shared_init, ctrl, out, final_only, err, err_size);
   }
-  if (where == CFD_DEVICE) {
+  if (where == CHAINFD_DEVICE) {
     snprintf(err, err_size, "rollout: device arrays given to a CPU rollout");
     return 1;
   }
@@ -463,3 +464,15 @@ int chainfd_rollout_instance_warnings(const chainfd_rollout* r, int* counts, cha
 
 void* chainfd_host_alloc(size_t bytes) { return cfd_gpu_host_alloc(bytes); }
 void chainfd_host_free(void* p) { cfd_gpu_host_free(p); }
+
+int cfd_rollout_set_tuning(chainfd_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size) {
+  for (int k = 0; k < r->ngpu; k++)
+    if (cfd_gpu_rollout_set_tuning(r->gpu[k], t, err, err_size)) return 1;
+  return 0;
+}
+
+long cfd_rollout_scan_steps(const chainfd_rollout* r) {
+  long steps = 0;
+  for (int k = 0; k < r->ngpu; k++) steps += cfd_gpu_rollout_scan_steps(r->gpu[k]);
+  return steps;
+}

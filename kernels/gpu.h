@@ -1,4 +1,4 @@
-// chainfd_batch.h: batched forward dynamics on a GPU. One chain model, B states in, B qacc out.
+// gpu.h: batched forward dynamics on a GPU (internal). One chain model, B states in, B qacc out.
 //
 //   cfd_gpu* g;
 //   if (cfd_gpu_create(&chain, device, CFD_GPU_CFA, &g, err, sizeof err)) { ...err... }
@@ -46,10 +46,9 @@ size_t cfd_gpu_device_memory(int device);
 // cuda.cfa refuses chains past this many links (MuJoCo compiles none longer: this concerns tiled
 // and extended chains). Its refinement's residual is inverse dynamics in the world frame, whose
 // rounding on long ill-conditioned chains can bias the point the refinement converges to beyond
-// the 1e-8 CFA promises, unseen by its convergence test: `chainfd-cfa-accuracy --probe 40 --gpu`
-// on the H100 had cuda.cfa accept a 1536-link state at 1.0e-7 (cpu.cfa refused it), while its
-// worst accepted were 6.7e-11 at 1024 links, 1.1e-10 at 1152 and 3.3e-9 at 1280
-// (bench/results/h100_cfa_probe.txt). cpu.cfa, whose residual is in link frames, has no cap.
+// the 1e-8 CFA promises, unseen by its convergence test (`chainfd-cfa-accuracy --probe 40 --gpu`
+// found such states past 1024 links; docs/RESULTS.md). cpu.cfa, whose residual is in link frames,
+// has no cap.
 #define CFD_GPU_CFA_MAX_N 1024
 
 // Uploads chain c to device `device` for one algorithm. The chain is copied; c may be freed.
@@ -88,19 +87,79 @@ int cfd_gpu_fd_splits(const cfd_gpu* g, int B);
 // timed (cfd_gpu_time_kernels).
 double cfd_gpu_last_kernel_ms(const cfd_gpu* g);
 // Whether g's calls time their kernels for cfd_gpu_last_kernel_ms (0, the default: not timed, as
-// the two events cost a call 3 to 4 us on the H100: cuda.abia at 8 links 18.2 against 15.0 us,
-// at 1024 links 68.6 against 65.2). A split call takes the setting at the launch that starts its
+// the two events add a few microseconds to every call). A split call takes the setting at the launch that starts its
 // timing (begin's where begin launches). Returns the old setting.
 int cfd_gpu_time_kernels(cfd_gpu* g, int on);
 
 const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg);
+
+// ------------------------------------------------------------------------------------------------
+// Tuning and diagnostics. A context (cfd_gpu, cfd_gpu_rollout) holds its own: nothing here is
+// process-wide, so contexts in several threads never share a knob or a counter. All-zero is the
+// library's behaviour (every choice made by its rule); the benchmarks and tests force a kernel or a
+// layout through this struct to measure or check the alternatives.
+
+// cuda.abia's kernels, numbered as in bench/results (1 .. 10; 2, 3 and 6 lost and live in
+// bench/variants/). cfd_gpu_abia_rule picks one by (n, B).
+typedef enum {
+  CFD_ABIA_RULE = 0,         // chosen by the rule
+  CFD_ABIA_THREAD = 1,       // a thread per instance, link-frame ABA, lean scratch in global memory
+  CFD_ABIA_LANES = 4,        // a group of 8 lanes per instance, link frames (aba_lanes.cuh)
+  CFD_ABIA_WORLD_THREAD = 5, // a thread per instance, world coordinates, scratch in local memory
+  CFD_ABIA_WORLD_LANES = 7,  // a group of lanes per instance, a link per lane (aba_world_lanes.cuh)
+  CFD_ABIA_WORLD_WARP = 8,   // a warp per instance in blocks of 32 links (aba_world_blocks.cuh)
+  CFD_ABIA_WORLD_WARPS = 9,  // a warp per block of 32 links, a thread block per instance
+  CFD_ABIA_SCAN = 10         // scans over blocks of links, a cluster per instance (abia_scan.cu)
+} cfd_abia_kernel;
+
+// cfd_gpu_tuning.cfa_steps: 0 takes CFD_CFA_REFINE_STEPS (chain.h); CFD_CFA_NO_REFINE: none.
+#define CFD_CFA_NO_REFINE (-1)
+
+typedef struct cfd_gpu_tuning {
+  int abia_kernel;          // cfd_abia_kernel; a kernel forced where it cannot run (a chain too
+                            // long, or without joint frames) is replaced as the rule would
+  int scan_links;           // the scan kernel's links per block (0: the rule)
+  int scan_groups;          // its groups of 8 lanes per thread block (0: the rule; 4 to 32)
+  int cfa_threads;          // CFA's threads per block (0: by n and B)
+  int cfa_cluster;          // CFA's thread blocks per cluster (0: by n and B)
+  int cfa_steps;            // CFA's refinement steps (0: CFD_CFA_REFINE_STEPS; CFD_CFA_NO_REFINE)
+  int lanes_shuffle;        // the 8-lane kernels' backward sweep by warp shuffles, not shared memory
+  int split_relaunch;       // ABIA's split kernel leaves after each call instead of staying resident
+  int rollout_thread;       // rollouts a thread per instance instead of a group of lanes
+  int rollout_link_frames;  // rollouts by lanes in link frames instead of world coordinates
+  int rollout_no_scan;      // long-chain rollouts by the lanes instead of the scan kernel
+  int profile;              // the CFA and scan kernels record their phases' end times (instance 0)
+  // A kernel from outside the library (bench/variants) in place of cuda.abia's own, called with g's
+  // buffers and stream as the library's launch would be; returns a cudaError_t. NULL: none.
+  int (*abia_launch)(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
+                     const double* extra, double* qacc);
+} cfd_gpu_tuning;
+
+// Sets g's tuning (NULL: the defaults); applies from the next call. 0, or 1 with a message (out of
+// device memory for the profile's marks).
+int cfd_gpu_set_tuning(cfd_gpu* g, const cfd_gpu_tuning* t, char* err, int err_size);
+// The ABIA kernel the rule picks for B states of g's chain, and the one g's last ABIA launch ran
+// (0: none yet).
+cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B);
+int cfd_gpu_abia_ran(const cfd_gpu* g);
+// The scan kernel's links per block in g's last launch of it (0: none yet).
+int cfd_gpu_scan_links_ran(const cfd_gpu* g);
+// With tuning.profile: the durations (us) of the phases of g's last profiled launch (CFA: its
+// phases; the scan kernel: maps, velocity and Riccati scans, inertias, bias scan, bias,
+// acceleration scan, accelerations). Returns how many (at most max).
+int cfd_gpu_phases(const cfd_gpu* g, double* us, int max);
+// How cuda.abia's split call (cfd_gpu_fd_begin) runs B states: 0 held on the host until finish,
+// 1 the world warps' resident kernel (tau's share on the host), 2 the scan kernel's two launches;
+// and how often g has launched the resident kernel.
+int cfd_gpu_abia_split_kind(const cfd_gpu* g, int B);
+int cfd_gpu_split_launches(const cfd_gpu* g);
 
 // Page-locked host memory (cudaMallocHost; plain malloc without a device): host arrays there cross
 // the bus at its full speed. Free with cfd_gpu_host_free.
 void* cfd_gpu_host_alloc(size_t bytes);
 void cfd_gpu_host_free(void* p);
 
-// Rollouts on the GPU (used by chainfd_rollout, plugin/chainfd_rollout.h): the chain and the step
+// Rollouts on the GPU (used by chainfd_rollout, include/chainfd_rollout.h): the chain and the step
 // parameters (kernels/rollout_step.h) live on the device; one launch runs all H steps (a group of
 // lanes or a thread per instance) with the state on the device, no host round trip and no
 // allocation per step.
@@ -115,6 +174,11 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
+// A rollout's tuning (cfd_gpu_tuning's rollout_* and lanes_shuffle fields; the rest go to its
+// long-chain scan context). NULL: the defaults. 0, or 1 with a message.
+int cfd_gpu_rollout_set_tuning(cfd_gpu_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size);
+// Steps this rollout has taken by the scan kernel (long chains, small batches), all runs.
+long cfd_gpu_rollout_scan_steps(const cfd_gpu_rollout* r);
 // The last run's bad-state warnings (kernels/rollout_step.h): the total, and per instance into
 // counts (the run's B entries, copied from the device).
 long cfd_gpu_rollout_last_warnings(const cfd_gpu_rollout* r);

@@ -2,18 +2,18 @@
 //
 //   chainfd_rollout* r;
 //   chainfd_rollout_create(m, 0, &r, err, sizeof err);        // device 0, or -1: the CPU
-//   chainfd_rollout_run(r, B, H, x0, 1, ctrl, out, 0, CFD_HOST, err, sizeof err);
+//   chainfd_rollout_run(r, B, H, x0, 1, ctrl, out, 0, CHAINFD_HOST, err, sizeof err);
 //   chainfd_rollout_free(r);
 //
 // A state is x = [qpos (n); qvel (n)]. init holds one state (shared_init = 1) or B; ctrl is
 // [B][H][nu]; out receives [B][H+1][2n] (every step, the initial state first) or, with final_only,
-// [B][2n]. Arrays live in host memory (CFD_HOST) or on the rollout's device (CFD_DEVICE).
+// [B][2n]. Arrays live in host memory (CHAINFD_HOST) or on the rollout's device (CHAINFD_DEVICE).
 // Each step has mj_step's semantics for the models accepted: hinge/slide chains; joint springs and
 // damping (linear); gravity; actuators on joints with fixed or affine gain and none or affine bias
 // (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's
 // timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.
-// A rollout (like a chainfd_fd or cfd_gpu handle) serves one thread at a time.
+// A rollout (like a chainfd_fd handle) serves one thread at a time.
 // Bad states as mj_step treats them (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel entry
 // that is NaN or past 1e10 (mjMAXVAL) before a step, or such a qacc entry after the dynamics, is a
 // warning; the instance is then reset as mj_resetData does (qpos0, qvel 0, controls 0 for the
@@ -31,7 +31,6 @@
 #include <mujoco/mujoco.h>
 
 #include "chainfd.h"
-#include "chainfd_batch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,7 +47,7 @@ CHAINFD_API int chainfd_rollout_create(const mjModel* m, int device, chainfd_rol
                            int err_size);
 CHAINFD_API void chainfd_rollout_free(chainfd_rollout* r);
 CHAINFD_API int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, int shared_init,
-                        const double* ctrl, double* out, int final_only, cfd_memory where,
+                        const double* ctrl, double* out, int final_only, chainfd_memory where,
                         char* err, int err_size);
 // Chains longer than MuJoCo compiles (MuJoCo 4.0.0 stops at body-tree depth 1023): m's chain
 // extended to `links` links, link 0 kept (it hangs from the world) and links 1 .. n-1 repeated
@@ -75,8 +74,8 @@ CHAINFD_API void chainfd_rollout_link_poses(const chainfd_rollout* r, const doub
 CHAINFD_API void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
 CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
 // Page-locked host memory for the host arrays of chainfd_rollout_run: transfers from and to it run
-// at the bus's full speed (arm7, B = 1024, H = 64, end to end on the H100: 0.86 ms, against 2.0 ms
-// from malloc'd memory). Plain malloc where there is no GPU. Free with chainfd_host_free.
+// at the bus's full speed, where malloc'd memory is staged through a bounce buffer. Plain malloc
+// where there is no GPU. Free with chainfd_host_free.
 CHAINFD_API void* chainfd_host_alloc(size_t bytes);
 CHAINFD_API void chainfd_host_free(void* p);
 // The last run's bad-state warnings (mjWARN_BADQPOS, BADQVEL, BADQACC, BADCTRL, each one mj_step

@@ -1,0 +1,14 @@
+// rollout_internal.h: what the benchmarks and tests reach inside a chainfd_rollout (not public).
+#ifndef CHAINFD_ROLLOUT_INTERNAL_H
+#define CHAINFD_ROLLOUT_INTERNAL_H
+
+#include "chainfd_rollout.h"
+#include "gpu.h"
+
+// Sets the tuning of each of r's GPU contexts (NULL: the defaults). 0, or 1 with a message; a CPU
+// rollout has none to set.
+int cfd_rollout_set_tuning(chainfd_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size);
+// Steps r's GPU contexts have taken by the scan kernel, all runs.
+long cfd_rollout_scan_steps(const chainfd_rollout* r);
+
+#endif  // CHAINFD_ROLLOUT_INTERNAL_H
