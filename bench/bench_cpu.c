@@ -10,6 +10,7 @@
 // median over batches of the mean time per call.
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 #include <mujoco/mujoco.h>
 
+#include "../cli/args.h"  // strict numeric options, shared with the chainfd tool
 #include "backend.h"
 #include "cfd_math.h"
 #include "cfd_median.h"
@@ -306,10 +308,9 @@ static void json_num(FILE* f, double x) {
   else fprintf(f, "null");
 }
 
-static int write_json(const char* path, const config* cfg, const char* cpu, long cores,
+// Writes the results to f (opened at the start) and closes it; nonzero when a write failed.
+static int write_json(FILE* f, const config* cfg, const char* cpu, long cores,
                       const size_result* res, int nres) {
-  FILE* f = fopen(path, "w");
-  if (!f) return 1;
   fprintf(f, "{\n  \"machine\": {\"cpu\": ");
   json_str(f, cpu);
   fprintf(f, ", \"cores\": %ld, \"mujoco\": ", cores);
@@ -386,7 +387,7 @@ int main(int argc, char** argv) {
   config cfg = {.min_time = 0.2, .size_cap = 12, .batches = 32, .states = 16, .seed = 1, .tol = 1e-6};
   cfg.nsizes = (int)(sizeof default_sizes / sizeof default_sizes[0]);
   memcpy(cfg.sizes, default_sizes, sizeof default_sizes);
-  const char* sizes = NULL;
+  const char* prog = "chainfd-bench-cpu", *sizes = NULL;
   double min_time = -1, cap = -1;
   int batches = -1;
   for (int i = 1; i < argc; i++) {
@@ -395,12 +396,19 @@ int main(int argc, char** argv) {
     if (!strcmp(a, "--quick")) cfg.quick = 1;
     else if (!strcmp(a, "--sizes") && more) sizes = argv[++i];
     else if (!strcmp(a, "--json") && more) cfg.json = argv[++i];
-    else if (!strcmp(a, "--min-time") && more) min_time = atof(argv[++i]);
-    else if (!strcmp(a, "--cap") && more) cap = atof(argv[++i]);
-    else if (!strcmp(a, "--batches") && more) batches = atoi(argv[++i]);
-    else if (!strcmp(a, "--states") && more) cfg.states = atoi(argv[++i]);
-    else if (!strcmp(a, "--seed") && more) cfg.seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--tol") && more) cfg.tol = atof(argv[++i]);
+    else if (!strcmp(a, "--min-time") && more) {
+      if (cfd_arg_double(prog, a, argv[++i], 0, 3600, &min_time)) return 2;
+    } else if (!strcmp(a, "--cap") && more) {
+      if (cfd_arg_double(prog, a, argv[++i], 0, 86400, &cap)) return 2;
+    } else if (!strcmp(a, "--batches") && more) {
+      if (cfd_arg_int(prog, a, argv[++i], 3, 1000000, &batches)) return 2;
+    } else if (!strcmp(a, "--states") && more) {
+      if (cfd_arg_int(prog, a, argv[++i], 1, 1000000, &cfg.states)) return 2;
+    } else if (!strcmp(a, "--seed") && more) {
+      if (cfd_arg_u64(prog, a, argv[++i], &cfg.seed)) return 2;
+    } else if (!strcmp(a, "--tol") && more) {
+      if (cfd_arg_double(prog, a, argv[++i], 0, 1, &cfg.tol)) return 2;
+    }
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     else {
       fprintf(stderr, "chainfd-bench-cpu: unknown or incomplete option '%s'\n", a);
@@ -424,8 +432,12 @@ int main(int argc, char** argv) {
   if (min_time >= 0) cfg.min_time = min_time;
   if (cap >= 0) cfg.size_cap = cap;
   if (batches >= 0) cfg.batches = batches;
-  if (cfg.batches < 3) cfg.batches = 3;
-  if (cfg.states < 1) cfg.states = 1;
+  // the output is opened before the benchmark runs, so that a path that cannot be written fails now
+  FILE* json = NULL;
+  if (cfg.json && !(json = fopen(cfg.json, "w"))) {
+    fprintf(stderr, "%s: cannot write --json %s: %s\n", prog, cfg.json, strerror(errno));
+    return 2;
+  }
 
   char cpu[256];
   cpu_model(cpu, sizeof cpu);
@@ -437,7 +449,11 @@ int main(int argc, char** argv) {
          "qacc vs mj_forward's over the states\n\n");
 
   size_result* res = calloc(cfg.nsizes, sizeof *res);
-  if (!res) return 1;
+  if (!res) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    if (json) fclose(json);
+    return 1;
+  }
   int bad = 0, header = 0;
   for (int i = 0; i < cfg.nsizes; i++) {
     size_result* r = &res[i];
@@ -469,8 +485,8 @@ int main(int argc, char** argv) {
     }
   printf("\n");
 
-  if (cfg.json) {
-    if (write_json(cfg.json, &cfg, cpu, cores, res, cfg.nsizes)) {
+  if (json) {
+    if (write_json(json, &cfg, cpu, cores, res, cfg.nsizes)) {
       fprintf(stderr, "chainfd-bench-cpu: cannot write %s\n", cfg.json);
       bad = 1;
     } else {

@@ -14,6 +14,7 @@
 // latency a caller sees, including the launch and the final synchronisation) and the kernel time
 // from CUDA events. Results go to --out DIR as bench_gpu.json.
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "../cli/args.h"  // strict numeric options, shared with the chainfd tool
 #include "backend.h"
 #include "cfd_math.h"
 #include "cfd_median.h"
@@ -34,6 +36,8 @@
 #include "rollout_internal.h"
 #include "mj_chain.h"
 #include "mj_random.h"
+
+#define NEED(p) cfd_need("chainfd-bench-gpu", (p))
 
 #define POOL 64  // distinct states per model
 
@@ -65,9 +69,9 @@ static int make_tiled_set(int n, model_set* s) {
   int st = cfd_chain_tile(&base, n, &s->chain);
   cfd_chain_free(&base);
   if (st) return 1;
-  s->q = malloc(sizeof(double) * POOL * n);
-  s->qd = malloc(sizeof(double) * POOL * n);
-  s->tau = malloc(sizeof(double) * POOL * n);
+  s->q = NEED(malloc(sizeof(double) * POOL * n));
+  s->qd = NEED(malloc(sizeof(double) * POOL * n));
+  s->tau = NEED(malloc(sizeof(double) * POOL * n));
   cfd_rng r = {42};
   for (int k = 0; k < POOL * n; k++) {
     s->q[k] = cfd_rng_uniform(&r, -3.14, 3.14);
@@ -85,10 +89,10 @@ static int make_set(const char* spec, model_set* s, int threads) {
   s->m->opt.disableflags |= mjDSBL_CONSTRAINT;
   if (cfd_chain_from_model(s->m, &s->chain, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
   int n = s->chain.n;
-  s->q = malloc(sizeof(double) * POOL * n);
-  s->qd = malloc(sizeof(double) * POOL * n);
-  s->tau = malloc(sizeof(double) * POOL * n);
-  double* xw = malloc(sizeof(double) * 6 * s->m->nbody);
+  s->q = NEED(malloc(sizeof(double) * POOL * n));
+  s->qd = NEED(malloc(sizeof(double) * POOL * n));
+  s->tau = NEED(malloc(sizeof(double) * POOL * n));
+  double* xw = NEED(malloc(sizeof(double) * 6 * s->m->nbody));
   cfd_rng r = {42};
   for (int k = 0; k < POOL; k++) {
     s->pool[k] = mj_makeData(s->m);
@@ -121,8 +125,8 @@ typedef struct {
 static void* fast_worker(void* arg) {
   fast_job* j = arg;
   int n = j->s->chain.n;
-  double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
-  double* qa = malloc(sizeof(double) * n);
+  double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
+  double* qa = NEED(malloc(sizeof(double) * n));
   cfd_fast_prepare(&j->s->chain, w);  // once per chain, as the solver does
   for (int k = 0; k < j->count; k++) {
     int p = (j->first + k) % POOL;
@@ -234,10 +238,10 @@ static gpu_meas gpu_time_tuned(model_set* s, cfd_gpu_algorithm alg, int B, doubl
     return r;
   }
   size_t total = (size_t)B * n;
-  double* hq = malloc(sizeof(double) * total);
-  double* hqd = malloc(sizeof(double) * total);
-  double* htau = malloc(sizeof(double) * total);
-  double* hqacc = malloc(sizeof(double) * total);
+  double* hq = NEED(malloc(sizeof(double) * total));
+  double* hqd = NEED(malloc(sizeof(double) * total));
+  double* htau = NEED(malloc(sizeof(double) * total));
+  double* hqacc = NEED(malloc(sizeof(double) * total));
   for (size_t b = 0; b < (size_t)B; b++) {
     memcpy(hq + b * n, s->q + (b % POOL) * n, sizeof(double) * n);
     memcpy(hqd + b * n, s->qd + (b % POOL) * n, sizeof(double) * n);
@@ -259,8 +263,8 @@ static gpu_meas gpu_time_tuned(model_set* s, cfd_gpu_algorithm alg, int B, doubl
   } else {
     // correctness of what is timed: against the CPU fast path, on the pool's states
     cudaMemcpy(hqacc, dqacc, sizeof(double) * total, cudaMemcpyDeviceToHost);
-    double* ref = malloc(sizeof(double) * n);
-    double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
+    double* ref = NEED(malloc(sizeof(double) * n));
+    double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
     int check = B < POOL ? B : POOL;
     for (int b = 0; b < check; b++) {
       cfd_fd_fast_cpu(&s->chain, s->q + b * n, s->qd + b * n, s->tau + b * n, NULL, ref, w);
@@ -346,8 +350,8 @@ static void fig2(int min_n, int max_n, double budget) {
       emit("fig2", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     }
     // the fast CPU path on one core
-    double* w = malloc(sizeof(double) * cfd_fast_work_size(n));
-    double* qa = malloc(sizeof(double) * n);
+    double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
+    double* qa = NEED(malloc(sizeof(double) * n));
     cfd_fast_prepare(&s.chain, w);  // once per chain, as the solver does
     double t0 = now();
     int calls = 0;
@@ -604,8 +608,8 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
   for (int hi = 0; hi < 3; hi++) {
     int H = Hs[hi];
     // the inputs: POOL random starts and control sequences, repeated across the batch
-    double* pool_init = malloc(sizeof(double) * POOL * nx);
-    double* pool_ctrl = malloc(sizeof(double) * POOL * H * (nu ? nu : 1));
+    double* pool_init = NEED(malloc(sizeof(double) * POOL * nx));
+    double* pool_ctrl = NEED(malloc(sizeof(double) * POOL * H * (nu ? nu : 1)));
     cfd_rng rng = {7};
     for (int k = 0; k < POOL; k++) {
       mj_resetData(m, datas[0]);
@@ -634,9 +638,9 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
     }
     double mj_rate = got ? cfd_median(mj_rates, got) : 0;  // the runs that reached the budget
     for (int B = 1; B <= maxB; B *= 4) {
-      double* init = malloc(sizeof(double) * (size_t)B * nx);
-      double* ctrl = malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-      double* out = malloc(sizeof(double) * (size_t)B * (H + 1) * nx);
+      double* init = NEED(malloc(sizeof(double) * (size_t)B * nx));
+      double* ctrl = NEED(malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1)));
+      double* out = NEED(malloc(sizeof(double) * (size_t)B * (H + 1) * nx));
       for (int b = 0; b < B; b++) {
         memcpy(init + (size_t)b * nx, pool_init + (size_t)(b % POOL) * nx, sizeof(double) * nx);
         memcpy(ctrl + (size_t)b * H * nu, pool_ctrl + (size_t)(b % POOL) * H * nu, sizeof(double) * H * nu);
@@ -649,9 +653,9 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
       cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
       double res[7], e2e[7], pin[7], one[7], other[7] = {0};
       // end to end from page-locked host memory too (chainfd_host_alloc)
-      double* pinit = chainfd_host_alloc(sizeof(double) * (size_t)B * nx);
-      double* pctrl = chainfd_host_alloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-      double* pout = chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx);
+      double* pinit = NEED(chainfd_host_alloc(sizeof(double) * (size_t)B * nx));
+      double* pctrl = NEED(chainfd_host_alloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1)));
+      double* pout = NEED(chainfd_host_alloc(sizeof(double) * (size_t)B * (H + 1) * nx));
       memcpy(pinit, init, sizeof(double) * (size_t)B * nx);
       memcpy(pctrl, ctrl, sizeof(double) * (size_t)B * H * nu);
       int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err) &&
@@ -726,8 +730,8 @@ static void long_rollouts(const char* spec, const char* label, int cores, double
          "GPU lanes", "scan/lanes", "vs MuJoCo");
   mjData* datas[256];
   for (int t = 0; t < cores; t++) datas[t] = mj_makeData(m);
-  double* pool_init = malloc(sizeof(double) * POOL * nx);
-  double* pool_ctrl = malloc(sizeof(double) * POOL * H * (nu ? nu : 1));
+  double* pool_init = NEED(malloc(sizeof(double) * POOL * nx));
+  double* pool_ctrl = NEED(malloc(sizeof(double) * POOL * H * (nu ? nu : 1)));
   cfd_rng rng = {11};
   for (int k = 0; k < POOL; k++) {
     mj_resetData(m, datas[0]);
@@ -884,15 +888,26 @@ int main(int argc, char** argv) {
   int min_n = 1, max_n = 16384, maxB = 65536;
   const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu
   double budget = 0.3;
+  const char* prog = "chainfd-bench-gpu";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-    else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--min-n") && i + 1 < argc) min_n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) maxB = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) {
+      if (cfd_arg_int(prog, argv[i], argv[i + 1], 1, 1 << 20, &max_n)) return 2;
+      i++;
+    } else if (!strcmp(argv[i], "--min-n") && i + 1 < argc) {
+      if (cfd_arg_int(prog, argv[i], argv[i + 1], 1, 1 << 20, &min_n)) return 2;
+      i++;
+    } else if (!strcmp(argv[i], "--max-batch") && i + 1 < argc) {
+      if (cfd_arg_int(prog, argv[i], argv[i + 1], 1, 1 << 24, &maxB)) return 2;
+      i++;
+    } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
+      if (cfd_arg_double(prog, argv[i], argv[i + 1], 1e-3, 3600, &budget)) return 2;
+      i++;
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) {
-      int k = atoi(argv[++i]);
+      int k;  // 0: no refinement
+      if (cfd_arg_int(prog, argv[i], argv[i + 1], 0, 64, &k)) return 2;
+      i++;
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
@@ -900,18 +915,35 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (min_n > max_n) {
+    fprintf(stderr, "%s: --min-n %d is above --max-n %d\n", prog, min_n, max_n);
+    return 2;
+  }
+  static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
+                                      "rollout_long", "multigpu"};
+  int known = !only;
+  for (int k = 0; k < 8 && !known; k++) known = !strcmp(only, parts[k]);
+  if (!known) {
+    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_long or "
+            "multigpu, not '%s'\n", prog, only);
+    return 2;
+  }
   if (cfd_gpu_device_count() == 0) {
     fprintf(stderr, "chainfd-bench-gpu: no CUDA device\n");
     return 1;
   }
+  // the output is opened before anything runs, so that a directory that cannot be written fails now
   char dev[256], path[1024];
+  snprintf(path, sizeof path, "%s/bench_gpu.json", out);
+  json = fopen(path, "w");
+  if (!json) {
+    fprintf(stderr, "%s: cannot write --out %s: %s\n", prog, path, strerror(errno));
+    return 2;
+  }
   cfd_gpu_device_name(0, dev, sizeof dev);
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (cores > 256) cores = 256;
   printf("device: %s\nhost cores: %d, MuJoCo %s\n", dev, cores, mj_versionString());
-  snprintf(path, sizeof path, "%s/bench_gpu.json", out);
-  json = fopen(path, "w");
-  if (!json) { perror(path); return 1; }
   fprintf(json, "{\n  \"device\": \"%s\",\n  \"host_cores\": %d,\n  \"mujoco\": \"%s\",\n  \"results\": [\n",
           dev, cores, mj_versionString());
 

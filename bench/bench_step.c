@@ -4,6 +4,11 @@
 // trajectories agree.
 //
 //   build/bench/chainfd-bench-step [--steps K] [--json FILE]
+//   build/bench/chainfd-bench-step --model FILE [--model FILE ...] [--steps K]
+// With --model, each model as a user steps it: chainfd_step (the model declares the plugin) or a
+// stepper with the default configuration (it does not) against mj_step, from the model's first
+// keyframe (or qpos0), the two interleaved over repetitions; one line per model:
+//   MODEL BACKEND step_us=X mj_step_us=Y ratio=Z   (ratio = mj_step / chainfd_step, medians)
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +23,8 @@
 #include "gpu.h"
 #include "step_internal.h"
 #include "mj_random.h"
+
+#define MODEL_REPS 21
 
 static double now(void) {
   struct timespec t;
@@ -147,17 +154,98 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
   cfd_solver_free(s);
 }
 
+// Whether m declares a chainfd instance (then chainfd_step steps it through the plugin).
+static int declares_chainfd(const mjModel* m) {
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
+    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return 1;
+  }
+  return 0;
+}
+
+// --model FILE: chainfd_step (or the default stepper) against mj_step on the same states, K steps
+// from the first keyframe, the two alternating over MODEL_REPS repetitions; medians per step.
+static int bench_model(const char* path, int K) {
+  char err[1024];
+  mjModel* m = mj_loadXML(path, NULL, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "%s: %s\n", path, err);
+    return 1;
+  }
+  int plugin = declares_chainfd(m);
+  chainfd_stepper* s = NULL;
+  if (!plugin) {
+    chainfd_config cfg = {NULL, NULL, NULL, NULL};  // auto, double, auto, fallback=mujoco
+    s = chainfd_stepper_create(m, &cfg, "bench", err, sizeof err);
+    if (!s) {
+      fprintf(stderr, "%s: %s\n", path, err);
+      mj_deleteModel(m);
+      return 1;
+    }
+  }
+  mjData *start = mj_makeData(m), *a = mj_makeData(m), *b = mj_makeData(m);
+  if (m->nkey > 0) mj_resetDataKeyframe(m, start, 0);
+  mj_forward(m, start);
+  double tc[MODEL_REPS], tm[MODEL_REPS];
+  int failed = 0;
+  for (int r = 0; r < MODEL_REPS; r++) {
+    mj_copyData(a, m, start);
+    double t0 = now();
+    for (int k = 0; k < K; k++) failed |= plugin ? chainfd_step(m, a) : chainfd_stepper_step(s, m, a);
+    tc[r] = (now() - t0) / K;
+    mj_copyData(b, m, start);
+    t0 = now();
+    for (int k = 0; k < K; k++) mj_step(m, b);
+    tm[r] = (now() - t0) / K;
+  }
+  chainfd_stats st;
+  if (plugin) chainfd_get_stats(m, a, &st);
+  else chainfd_stepper_stats(s, &st);
+  double dq = 0;
+  for (int i = 0; i < m->nq; i++) dq = fmax(dq, fabs(a->qpos[i] - b->qpos[i]));
+  double c = cfd_median(tc, MODEL_REPS), j = cfd_median(tm, MODEL_REPS);
+  printf("%s %s step_us=%.4g mj_step_us=%.4g ratio=%.3f\n", path, st.backend, c * 1e6, j * 1e6,
+         j / c);
+  printf("  (%s; steps by chainfd %lld, by MuJoCo %lld%s%s; |dqpos| after %d steps %.1e)\n",
+         plugin ? "chainfd_step through the plugin" : "a stepper, default configuration",
+         st.steps_chainfd, st.steps_mujoco, st.last_fallback[0] ? ": " : "", st.last_fallback,
+         K, dq);
+  if (failed) printf("  (chainfd_step returned an error: %s)\n", chainfd_last_error());
+  chainfd_stepper_free(s);
+  mj_deleteData(start); mj_deleteData(a); mj_deleteData(b);
+  mj_deleteModel(m);
+  return failed;
+}
+
 int main(int argc, char** argv) {
-  int steps = 200;
+  int steps = 200, nmodels = 0, steps_given = 0;
   const char* json_path = NULL;
+  const char** model_paths = calloc((size_t)argc, sizeof(char*));
+  if (!model_paths) return 1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    char* end = NULL;
+    if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+      long v = strtol(argv[++i], &end, 10);
+      if (!*argv[i] || *end || v < 1 || v > 100000000) {
+        fprintf(stderr, "--steps takes a whole number from 1 to 1e8, not '%s'\n", argv[i]);
+        return 2;
+      }
+      steps = (int)v;
+      steps_given = 1;
+    } else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_paths[nmodels++] = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE]\n");
+      fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE] [--model FILE ...]\n");
       return 2;
     }
   }
+  if (nmodels) {
+    int failed = 0;
+    for (int k = 0; k < nmodels; k++) failed |= bench_model(model_paths[k], steps_given ? steps : 2000);
+    free(model_paths);
+    return failed;
+  }
+  free(model_paths);
   // the issues' sizes, and around the GPU split's limit (256 links) for backend=auto's step table
   static const char* models[] = {CHAINFD_SCENES_DIR "/arm7.xml",
                                  "chain:50,random=1,seed=1,damping=0.5,armature=0.05",
@@ -171,6 +259,10 @@ int main(int argc, char** argv) {
                                    "cuda.cfa"};
   int gpus = cfd_gpu_device_count();
   FILE* json = json_path ? fopen(json_path, "w") : NULL;
+  if (json_path && !json) {
+    fprintf(stderr, "chainfd-bench-step: cannot write %s\n", json_path);
+    return 1;
+  }
   if (json) fprintf(json, "{\"mujoco\": \"%s\", \"results\": [\n", mj_versionString());
   int first = 1;
   printf("chainfd_step against mj_step (Euler, implicit damping), median us per step over %d steps\n",

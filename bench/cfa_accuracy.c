@@ -26,12 +26,32 @@
 
 #include <mujoco/mujoco.h>
 
+#include "../cli/args.h"  // strict numeric options, shared with the chainfd tool
 #include "cfd_math.h"
 #include "chain.h"
 #include "chain_gen.h"
 #include "gpu.h"
 #include "mj_chain.h"
 #include "mj_random.h"
+
+#define NEED(p) cfd_need("chainfd-cfa-accuracy", (p))
+#define MAX_SIZE 1000000  // links of one tiled chain
+
+// 0 when every entry of the --sizes list is a whole number from 2 to MAX_SIZE (the loops below
+// then read them with atoi); 1 after saying which is not.
+static int check_sizes(const char* sizes) {
+  char buf[32];
+  const char* p = sizes;
+  do {
+    size_t len = strcspn(p, ",");
+    int n;
+    snprintf(buf, sizeof buf, "%.*s", len < sizeof buf ? (int)len : (int)sizeof buf - 1, p);
+    if (len >= sizeof buf || cfd_arg_int("chainfd-cfa-accuracy", "--sizes", buf, 2, MAX_SIZE, &n))
+      return 1;
+    p += len;
+  } while (*p++ == ',');
+  return 0;
+}
 
 // A random state in the chain's own coordinates: q, qd, tau uniform in [-3.14, 3.14], [-2, 2], [-1, 1].
 static void random_state(unsigned long long seed, int n, double* q, double* qd, double* tau) {
@@ -73,8 +93,8 @@ static int probe(const char* sizes, int states, unsigned long long seed, int gpu
       }
       mj_deleteModel(m);
       if (cfd_chain_tile(&base, n, &c)) return 2;
-      double* v = malloc(sizeof(double) * 6 * n);
-      double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
+      double* v = NEED(malloc(sizeof(double) * 6 * n));
+      double* w = NEED(malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n))));
       if (!v || !w) return 2;
       double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
       random_state(seed * 31 + (unsigned long long)n * 1000003ull + (unsigned long long)s, n, q, qd,
@@ -142,20 +162,21 @@ int main(int argc, char** argv) {
   int probe_states = 0, gpu = 0, verbose = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
-    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+      if (cfd_arg_u64("chainfd-cfa-accuracy", "--seed", argv[++i], &seed)) return 2;
+    }
     else if (!strcmp(argv[i], "--gpu")) gpu = 1;
     else if (!strcmp(argv[i], "--verbose")) verbose = 1;
     else if (!strcmp(argv[i], "--probe") && i + 1 < argc) {
-      if ((probe_states = atoi(argv[++i])) < 1) {
-        fprintf(stderr, "--probe takes a number of states, not '%s'\n", argv[i]);
+      if (cfd_arg_int("chainfd-cfa-accuracy", "--probe", argv[++i], 1, 1000000, &probe_states))
         return 2;
-      }
     }
     else {
       fprintf(stderr, "usage: %s [--sizes N,N,...] [--seed S] [--probe STATES [--gpu] [--verbose]]\n", argv[0]);
       return 2;
     }
   }
+  if (check_sizes(sizes)) return 2;
   if (gpu && (!probe_states || cfd_gpu_device_count() < 1)) {
     fprintf(stderr, "--gpu: %s\n", probe_states ? "no CUDA device" : "only with --probe");
     return 2;
@@ -180,9 +201,8 @@ int main(int argc, char** argv) {
     if (n < 2) continue;
     cfd_chain c;
     if (cfd_chain_tile(&base, n, &c)) return 1;
-    double* v = malloc(sizeof(double) * 6 * n);
-    double* w = malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n)));
-    if (!v || !w) return 1;
+    double* v = NEED(malloc(sizeof(double) * 6 * n));
+    double* w = NEED(malloc(sizeof(double) * (cfd_cfa_work_size(n) + cfd_fast_work_size(n))));
     double *q = v, *qd = q + n, *tau = qd + n, *ref = tau + n, *x = ref + n, *fast = x + n;
     random_state(seed, n, q, qd, tau);
     if (cfd_fd_reference(&c, q, qd, tau, NULL, ref) || cfd_fd_fast_cpu(&c, q, qd, tau, NULL, fast, w))

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mujoco/mjplugin.h>
+
+#include "args.h"
 #include "auto.h"
 #include "backend.h"
 #include "cfd_math.h"
@@ -21,18 +24,151 @@ static const char* nm(const mjModel* m, int type, int id) {
   return s && s[0] ? s : "-";
 }
 
+// --- what chainfd_step does with the model as written ---------------------------------------------
+
+// The model's chainfd plugin instance, or -1.
+static int chainfd_instance(const mjModel* m) {
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
+    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return i;
+  }
+  return -1;
+}
+
+static const char* plugin_key(const mjModel* m, int instance, const char* key) {
+  if (instance < 0) return NULL;
+  const char* v = mj_getPluginConfig(m, instance, key);
+  return v && v[0] ? v : NULL;
+}
+
+// Geoms g1, g2 can touch as mj_collision filters them: contype/conaffinity, same weld, parent-child
+// (unless filterparent is disabled), <exclude>. Distance and margins are not considered.
+static int geoms_may_collide(const mjModel* m, int g1, int g2) {
+  if (!((m->geom_contype[g1] & m->geom_conaffinity[g2]) ||
+        (m->geom_contype[g2] & m->geom_conaffinity[g1])))
+    return 0;
+  int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
+  int w1 = m->body_weldid[b1], w2 = m->body_weldid[b2];
+  if (w1 == w2) return 0;
+  int p1 = m->body_weldid[m->body_parentid[w1]], p2 = m->body_weldid[m->body_parentid[w2]];
+  if (!(m->opt.disableflags & mjDSBL_FILTERPARENT) && w1 && w2 && (w1 == p2 || w2 == p1)) return 0;
+  int lo = b1 < b2 ? b1 : b2, hi = b1 < b2 ? b2 : b1;
+  for (int e = 0; e < m->nexclude; e++)  // body1 << 16 + body2, either order
+    if (m->exclude_signature[e] == ((lo << 16) + hi) || m->exclude_signature[e] == ((hi << 16) + lo))
+      return 0;
+  return 1;
+}
+
+static const char* quoted(const mjModel* m, int type, int id, char* buf, int size) {
+  const char* s = mj_id2name(m, type, id);
+  if (s && s[0]) snprintf(buf, size, "'%s'", s);
+  else snprintf(buf, size, "#%d", id);
+  return buf;
+}
+
+// The model's elements that make constraint rows in some states (then MuJoCo takes the step):
+// possible contacts, limited joints and tendons. "" when none.
+static void conditional_constraints(const mjModel* m, char* out, int size) {
+  out[0] = 0;
+  if (m->opt.disableflags & mjDSBL_CONSTRAINT) return;
+  int len = 0;
+  char a[128], b[128];
+#define CFD_APPEND(...) \
+  if (len < size) len += snprintf(out + len, size - len, __VA_ARGS__)
+  if (!(m->opt.disableflags & mjDSBL_CONTACT)) {
+    int found = m->npair > 0;
+    if (found) CFD_APPEND("contacts (%d explicit <pair>s)", (int)m->npair);
+    for (int g1 = 0; g1 < m->ngeom && !found; g1++)
+      for (int g2 = g1 + 1; g2 < m->ngeom && !found; g2++)
+        if (geoms_may_collide(m, g1, g2)) {
+          found = 1;
+          CFD_APPEND("contacts (for one, geoms %s and %s can touch)",
+                     quoted(m, mjOBJ_GEOM, g1, a, sizeof a), quoted(m, mjOBJ_GEOM, g2, b, sizeof b));
+        }
+  }
+  if (!(m->opt.disableflags & mjDSBL_LIMIT)) {
+    int nlim = 0, first = -1;
+    for (int j = 0; j < m->njnt; j++)
+      if (m->jnt_limited[j] && nlim++ == 0) first = j;
+    if (nlim)
+      CFD_APPEND("%sjoint limits (%d limited joint%s: %s%s)", len ? ", " : "", nlim, nlim > 1 ? "s" : "",
+                 quoted(m, mjOBJ_JOINT, first, a, sizeof a), nlim > 1 ? ", ..." : "");
+    nlim = 0;
+    for (int t = 0; t < m->ntendon; t++)
+      if (m->tendon_limited[t] && nlim++ == 0) first = t;
+    if (nlim)
+      CFD_APPEND("%stendon limits (%d limited tendon%s: %s%s)", len ? ", " : "", nlim, nlim > 1 ? "s" : "",
+                 quoted(m, mjOBJ_TENDON, first, a, sizeof a), nlim > 1 ? ", ..." : "");
+  }
+#undef CFD_APPEND
+}
+
+enum { STEPPER_STEPS = 0, STEPPER_THIS_STATE = 1, STEPPER_NEVER = 2 };
+
+// Predicts what chainfd_step does with the model as written (constraints and options as in the
+// file; the plugin instance's config when declared, else backend=auto) by one chainfd step with
+// fallback=error from the model's initial state (qpos0), and prints it on one line beginning
+// "stepper:". STEPPER_NEVER: every step goes to MuJoCo (an option or element chainfd does not
+// reproduce, constraint rows that exist in every state: frictionloss, equality, or a config error);
+// STEPPER_THIS_STATE: the initial state has contacts or active limits.
+static int predict_stepper(const mjModel* m) {
+  int inst = chainfd_instance(m);
+  chainfd_config cfg = {plugin_key(m, inst, "backend"), plugin_key(m, inst, "precision"),
+                        plugin_key(m, inst, "device"), "error"};
+  char err[1024], more[1024];
+  chainfd_stepper* s = chainfd_stepper_create(m, &cfg, "chainfd", err, sizeof err);
+  if (!s) {
+    printf("stepper: chainfd hands every step to MuJoCo: the configuration cannot be served: %s\n",
+           err);
+    return STEPPER_NEVER;
+  }
+  mjData* d = mj_makeData(m);
+  if (!d) {
+    chainfd_stepper_free(s);
+    printf("stepper: not predicted: out of memory for mjData\n");
+    return STEPPER_NEVER;
+  }
+  int rc = chainfd_stepper_step(s, m, d), verdict = STEPPER_STEPS;
+  chainfd_stats st;
+  chainfd_stepper_stats(s, &st);
+  conditional_constraints(m, more, sizeof more);
+  if (rc == CHAINFD_OK) {
+    printf("stepper: chainfd steps this model (backend %s)\n", st.backend);
+    if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
+  } else if (rc == CHAINFD_ERR_UNSUPPORTED && d->nefc > 0 && d->nf == 0 && d->ne == 0) {
+    // contacts or limits active in the initial state only: other states may be chainfd's
+    printf("stepper: chainfd hands the initial state's step to MuJoCo: %s\n", st.last_fallback);
+    if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
+    verdict = STEPPER_THIS_STATE;
+  } else {
+    // a refused model or option (no constraint rows made), frictionloss or equality rows (made in
+    // every state), or an error of the configuration
+    const char* why = rc == CHAINFD_ERR_UNSUPPORTED ? st.last_fallback : chainfd_last_error();
+    if (rc == CHAINFD_ERR_UNSUPPORTED && d->nf > 0)
+      snprintf(more, sizeof more, "%s (frictionloss rows exist in every state)", why);
+    else if (rc == CHAINFD_ERR_UNSUPPORTED && d->ne > 0)
+      snprintf(more, sizeof more, "%s (equality rows exist in every state)", why);
+    else snprintf(more, sizeof more, "%s", why);
+    printf("stepper: chainfd hands every step to MuJoCo: %s\n", more);
+    verdict = STEPPER_NEVER;
+  }
+  mj_deleteData(d);
+  chainfd_stepper_free(s);
+  return verdict;
+}
+
 int cfd_cmd_info(int argc, char** argv) {
   const char* path = CFD_DEFAULT_SCENE;
   int batch = 1;
   for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-    else if (argv[i][0] != '-') path = argv[i];
+    if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+      if (cfd_arg_int("chainfd info", "--batch", argv[++i], 1, 100000000, &batch)) return 2;
+    } else if (argv[i][0] != '-') path = argv[i];
     else {
       fprintf(stderr, "chainfd info: unknown or incomplete option '%s'\n", argv[i]);
       return 2;
     }
   }
-  if (batch < 1) batch = 1;
   char err[1024];
   mjModel* m = cfd_load_model(path, err, sizeof err);
   if (!m) {
@@ -41,6 +177,7 @@ int cfd_cmd_info(int argc, char** argv) {
   }
   printf("model %s: nbody=%d njnt=%d nv=%d nu=%d na=%d\n", path, (int)m->nbody, (int)m->njnt,
          (int)m->nv, (int)m->nu, (int)m->na);
+  predict_stepper(m);
   cfd_chain c;
   if (cfd_chain_from_model(m, &c, err, sizeof err)) {
     printf("refused: %s\n", err);
@@ -79,18 +216,54 @@ int cfd_cmd_info(int argc, char** argv) {
 }
 
 
-// chainfd_step against mj_step: `steps` steps from one seeded random state (constraints stay
-// disabled), for every back end `backend` names. Prints the largest |qpos| and |qvel| differences
-// over the trajectory; returns nonzero when a step is refused or qpos differs by more than tol.
+// Largest |a - b| over n values (NaN propagates).
+static double max_abs_diff(const double* a, const double* b, int n) {
+  double w = 0;
+  for (int i = 0; i < n; i++) w = cfd_worst(w, fabs(a[i] - b[i]));
+  return w;
+}
+
+// Largest |dqvel| / max(1, |qvel|): absolute where qvel is small, relative where it is large.
+static double max_scaled_diff(const double* got, const double* ref, int n) {
+  double w = 0;
+  for (int i = 0; i < n; i++) w = cfd_worst(w, fabs(got[i] - ref[i]) / fmax(1, fabs(ref[i])));
+  return w;
+}
+
+// chainfd_step against mj_step, one step at a time, for every back end `backend` names: from each
+// state of MuJoCo's own trajectory (`steps` mj_step from one seeded random state, constraints
+// disabled), one chainfd step on a copy of that state against that mj_step. Prints the largest
+// one-step |dqpos| and scaled |dqvel| and decides on them (tol); returns nonzero when a step is
+// refused or a difference exceeds tol. Free-running trajectories from a random start are chaotic
+// (MuJoCo diverges from itself as much), so their divergence is printed beside MuJoCo's own from a
+// 1e-15 perturbation of qpos, for information only.
 static int check_steps(const mjModel* m, const char* backend, int steps, unsigned long long seed,
                        double tol) {
   char err[1024];
+  int nq = m->nq, nv = m->nv, failed = 0;
   mjData* start = mj_makeData(m);
-  mjData* ref = mj_makeData(m);
-  mjData* got = mj_makeData(m);
+  mjData* traj = mj_makeData(m);  // MuJoCo's trajectory
+  mjData* one = mj_makeData(m);   // one chainfd step from its present state
+  mjData* free_run = mj_makeData(m);
+  if (!start || !traj || !one || !free_run) {
+    fprintf(stderr, "chainfd check: out of memory for mjData\n");
+    failed = 1;
+    goto done;
+  }
   cfd_rng rng = {seed ^ 0x5DEECE66Dull};
   cfd_random_state(m, start, &rng, CFD_RANDOM_ALL);
-  int failed = 0;
+
+  // MuJoCo against itself from qpos + 1e-15: how chaotic the free-running trajectory is
+  double chaos = 0;
+  mj_copyData(traj, m, start);
+  mj_copyData(one, m, start);
+  for (int i = 0; i < nq; i++) one->qpos[i] += 1e-15;
+  for (int k = 0; k < steps; k++) {
+    mj_step(m, traj);
+    mj_step(m, one);
+    chaos = cfd_worst(chaos, max_abs_diff(one->qpos, traj->qpos, nq));
+  }
+
   for (int b = 0; b < cfd_backend_count(); b++) {
     const char* name = cfd_backend_get(b)->name;
     if (strcmp(backend, "all") && strcmp(backend, name)) continue;
@@ -112,34 +285,39 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
       failed = 1;
       continue;
     }
-    mj_copyData(ref, m, start);
-    mj_copyData(got, m, start);
-    double dqpos = 0, dqvel = 0;
-    int done = 0;
+    mj_copyData(traj, m, start);
+    mj_copyData(free_run, m, start);
+    double dqpos = 0, dqvel = 0, free_dqpos = 0;
+    int done = 0, free_steps = -1;  // free_steps: where the free run was refused, -1 when never
     for (; done < steps; done++) {
-      mj_step(m, ref);
-      if (chainfd_stepper_step(s, m, got)) {
+      mj_copyData(one, m, traj);
+      if (chainfd_stepper_step(s, m, one)) {
         printf("%s error: step %d: %s\n", name, done, chainfd_last_error());
         failed = 1;
         break;
       }
-      for (int i = 0; i < m->nq; i++) {
-        double e = fabs(got->qpos[i] - ref->qpos[i]);
-        dqpos = cfd_worst(dqpos, e);  // NaN propagates
-      }
-      for (int i = 0; i < m->nv; i++) {
-        double e = fabs(got->qvel[i] - ref->qvel[i]);
-        dqvel = cfd_worst(dqvel, e);
-      }
+      if (free_steps < 0 && chainfd_stepper_step(s, m, free_run)) free_steps = done;
+      mj_step(m, traj);
+      dqpos = cfd_worst(dqpos, max_abs_diff(one->qpos, traj->qpos, nq));
+      dqvel = cfd_worst(dqvel, max_scaled_diff(one->qvel, traj->qvel, nv));
+      if (free_steps < 0) free_dqpos = cfd_worst(free_dqpos, max_abs_diff(free_run->qpos, traj->qpos, nq));
     }
-    int pass = done == steps && dqpos <= tol && dqvel <= 100 * tol;  // qvel: 100x, as the tests
+    int pass = done == steps && dqpos <= tol && dqvel <= tol;
     printf("%s max_abs_dqpos=%.3e max_abs_dqvel=%.3e steps=%d%s\n", name, dqpos, dqvel, done,
            pass ? "" : "  FAIL");
+    if (free_steps >= 0)
+      printf("  (information) free-running chainfd_step stopped at step %d: %s\n", free_steps,
+             chainfd_last_error());
+    else
+      printf("  (information) free-running over %d steps: chainfd_step vs mj_step max_abs_dqpos=%.3e; "
+             "mj_step vs mj_step from qpos+1e-15 max_abs_dqpos=%.3e\n", steps, free_dqpos, chaos);
     if (!pass) failed = 1;
     chainfd_stepper_free(s);
   }
-  mj_deleteData(got);
-  mj_deleteData(ref);
+done:
+  mj_deleteData(free_run);
+  mj_deleteData(one);
+  mj_deleteData(traj);
   mj_deleteData(start);
   return failed;
 }
@@ -150,26 +328,28 @@ int cfd_cmd_check(int argc, char** argv) {
   int states = 100;
   unsigned long long seed = 1;
   double tol = 1e-10;
+  const char* prog = "chainfd check";
   int steps = 0;             // --steps N: also compare N steps of chainfd_step against mj_step
   double steps_tol = 1e-8;   // their largest |qpos| difference
   for (int i = 0; i < argc; i++) {
     const char* a = argv[i];
     int more = i + 1 < argc;
     if (!strcmp(a, "--backend") && more) backend = argv[++i];
-    else if (!strcmp(a, "--states") && more) states = atoi(argv[++i]);
-    else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--tol") && more) tol = atof(argv[++i]);
-    else if (!strcmp(a, "--steps") && more) steps = atoi(argv[++i]);
-    else if (!strcmp(a, "--steps-tol") && more) steps_tol = atof(argv[++i]);
-    else if (a[0] != '-') path = a;
+    else if (!strcmp(a, "--states") && more) {
+      if (cfd_arg_int(prog, a, argv[++i], 1, 100000000, &states)) return 2;
+    } else if (!strcmp(a, "--seed") && more) {
+      if (cfd_arg_u64(prog, a, argv[++i], &seed)) return 2;
+    } else if (!strcmp(a, "--tol") && more) {
+      if (cfd_arg_double(prog, a, argv[++i], 0, 1, &tol)) return 2;
+    } else if (!strcmp(a, "--steps") && more) {
+      if (cfd_arg_int(prog, a, argv[++i], 0, 100000000, &steps)) return 2;
+    } else if (!strcmp(a, "--steps-tol") && more) {
+      if (cfd_arg_double(prog, a, argv[++i], 0, 1, &steps_tol)) return 2;
+    } else if (a[0] != '-') path = a;
     else {
       fprintf(stderr, "chainfd check: unknown or incomplete option '%s'\n", a);
       return 2;
     }
-  }
-  if (states < 1) {
-    fprintf(stderr, "chainfd check: --states must be at least 1\n");
-    return 2;
   }
   char err[1024];
   mjModel* m = cfd_load_model(path, err, sizeof err);
@@ -177,6 +357,8 @@ int cfd_cmd_check(int argc, char** argv) {
     fprintf(stderr, "chainfd: cannot load %s: %s\n", path, err);
     return 1;
   }
+  // what chainfd_step does with the model as written, before constraints are disabled below
+  int never_steps = predict_stepper(m) == STEPPER_NEVER;
   m->opt.disableflags |= mjDSBL_CONSTRAINT;  // contacts, limits, equality: not chain dynamics
 
   // the chain, the state gathering, the reference and inverse dynamics go through cpu.fast
@@ -236,6 +418,13 @@ int cfd_cmd_check(int argc, char** argv) {
   double* all_hp = malloc(sizeof(double) * sn);
   double worst[16] = {0}, worst_ref[16] = {0}, worst_id = 0, worst_mj = 0;
   int bad_status[16] = {0};
+  if (!d || !ref || !got || !qacc_in || !tau_mj || !tau_id || !id_work || !hp || !Mhp || !all_q ||
+      !all_qd || !all_tau || !all_mj || !all_hp) {
+    fprintf(stderr, "chainfd check: out of memory: --states %d of %d dofs need %.3g GiB\n", states,
+            nv, 5.0 * sizeof(double) * (double)sn / (1 << 30));
+    failed = 1;
+    goto done;
+  }
   cfd_rng rng = {seed};
   for (int s = 0; s < states; s++) {
     cfd_random_state(m, d, &rng, CFD_RANDOM_ALL);
@@ -303,7 +492,10 @@ int cfd_cmd_check(int argc, char** argv) {
     const char* name = cfd_gpu_algorithm_name(gpu_algs[a]);
     cfd_gpu* g = NULL;
     double* out = malloc(sizeof(double) * sn);
-    if (cfd_backend_gpu_create(cfd_backend_find(name), m, cfd_solver_chain(base), 0, &g, err,
+    if (!out) {
+      printf("%s error: out of memory for %d states\n", name, states);
+      failed = 1;
+    } else if (cfd_backend_gpu_create(cfd_backend_find(name), m, cfd_solver_chain(base), 0, &g, err,
                                sizeof err)) {
       // as on the CPU: only CFA may refuse (a singular link), and only under "all"
       int refusal = all && gpu_algs[a] == CFD_GPU_CFA && strstr(err, "singular");
@@ -335,13 +527,18 @@ int cfd_cmd_check(int argc, char** argv) {
   printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
   if (!(worst_id <= tol)) failed = 1;
   if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol)) {
-    printf("FAILED: chainfd_step against mj_step: a step failed, or qpos differs by more than %.1e\n",
-           steps_tol);
+    printf("FAILED: chainfd_step against mj_step: a step failed, or one step's qpos or scaled qvel "
+           "differs by more than %.1e\n", steps_tol);
     failed = 1;
   }
   if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);
-  else if (skipped) failed = 77;  // the one back end asked for could not run here: not a pass
+  if (never_steps) {  // the back ends may be exact, but chainfd_step would never use them
+    printf("FAILED: chainfd_step hands every step of this model to MuJoCo (see 'stepper:')\n");
+    failed = 1;
+  }
+  if (!failed && skipped) failed = 77;  // the one back end asked for could not run here: not a pass
 
+done:
   for (int b = 0; b < nb; b++) cfd_solver_free(solvers[b]);
   cfd_solver_free(base);
   free(all_q); free(all_qd); free(all_tau); free(all_mj); free(all_hp);
