@@ -63,6 +63,18 @@ static void body_inertia_in(const mjModel* m, int b, const double R[9], const do
   cfd_spatial_inertia(m->body_mass[b], c, Ic, J);
 }
 
+int cfd_chain_model_arrays(const mjModel* m, cfd_model_array* out) {
+  size_t nb = (size_t)m->nbody, nj = (size_t)m->njnt, d8 = sizeof(mjtNum);
+  const cfd_model_array arrays[CFD_CHAIN_MODEL_ARRAYS] = {
+      {m->body_pos, 3 * nb * d8},   {m->body_quat, 4 * nb * d8},   {m->body_ipos, 3 * nb * d8},
+      {m->body_iquat, 4 * nb * d8}, {m->body_inertia, 3 * nb * d8}, {m->body_mass, nb * d8},
+      {m->jnt_axis, 3 * nj * d8},   {m->jnt_pos, 3 * nj * d8},
+      {m->dof_armature, (size_t)m->nv * d8}, {m->qpos0, (size_t)m->nq * d8},
+      {m->tendon_armature, (size_t)m->ntendon * d8}, {m->actuator_armature, (size_t)m->nu * d8}};
+  memcpy(out, arrays, sizeof arrays);
+  return CFD_CHAIN_MODEL_ARRAYS;
+}
+
 int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size) {
   char nb[128], nj[128], nx[128];
   memset(c, 0, sizeof(*c));

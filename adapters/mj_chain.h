@@ -21,6 +21,18 @@ int cfd_refuse_prefixed(char* err, int size, const char* prefix, const char* fmt
 // refused (naming the body, joint or element) and returns nonzero, leaving *c empty.
 int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size);
 
+// The numeric parameters of m that cfd_chain_from_model reads (besides m->opt): the bodies' frames,
+// inertias and masses, joint axes and positions, armatures, qpos0, as (address, bytes) pairs in a
+// fixed order. A copy of them tells whether an mjModel was edited in place since its chain was
+// built (its structure, the ids and types, is that of the mjModel: another one is another chain).
+// Writes CFD_CHAIN_MODEL_ARRAYS entries and returns how many.
+#define CFD_CHAIN_MODEL_ARRAYS 12
+typedef struct cfd_model_array {
+  const void* data;
+  size_t bytes;
+} cfd_model_array;
+int cfd_chain_model_arrays(const mjModel* m, cfd_model_array* out);
+
 // The chain's state from d: q (joint coordinate relative to qpos0), qd, and tau, the total joint
 // force MuJoCo itself applies: qfrc_passive + qfrc_actuator + qfrc_applied + J^T xfrc_applied.
 // Needs d's kinematics, com positions (cdof), passive forces and actuation to be current

@@ -16,8 +16,9 @@
 // Every key is optional; the defaults are backend=auto, precision=double, device=auto (a GPU when
 // this build has a GPU back end, the CPU otherwise), fallback=mujoco. Unknown keys are rejected by
 // MuJoCo's compiler. Unknown values, a GPU device or float precision with no GPU back end (this
-// build has CPU back ends only) are reported by chainfd_step / chainfd_forward, which then return
-// CHAINFD_ERR_CONFIG and leave mjData untouched. backend=auto with a GPU device index and no GPU
+// build has CPU back ends only), a GPU back end named exactly (cuda.*) without a CUDA device, and
+// a model declaring more than one chainfd instance are reported by chainfd_step /
+// chainfd_forward, which then return CHAINFD_ERR_CONFIG and leave mjData untouched. backend=auto with a GPU device index and no GPU
 // back end runs on the CPU instead and says so once (on stderr).
 //
 // What chainfd_step does: MuJoCo's own stage functions for everything except the mass matrix and
@@ -33,15 +34,18 @@
 // limits, equality, frictionloss: any d->nefc > 0) is stepped by mj_step when fallback=mujoco (the
 // reason printed once per mjData, and kept in chainfd_stats), or refused with
 // CHAINFD_ERR_UNSUPPORTED when fallback=error: then the integration state (time, qpos, qvel, act,
-// qacc_warmstart, ctrl, plugin state, ...) is untouched; for a state-dependent refusal (active
+// qacc_warmstart, ctrl, plugin state, ...) is untouched and d->qacc never holds a refused result; for a state-dependent refusal (active
 // constraints) the position-dependent quantities (xpos, contacts, efc_*) have been recomputed.
 //
 // mjData's mass-matrix fields (M, qM, qLD) are not computed by chainfd (they keep old values),
 // except that mj_makeM runs when energy is enabled or a kinetic-energy sensor exists, since
-// MuJoCo's kinetic energy needs M. The chain model is built from mjModel when mjData is made:
-// after editing model parameters (masses, armature, ...) make a new mjData. Changes to m->opt
-// (timestep, integrator, gravity, flags) take effect at the next step. d->timer counts steps,
-// forward evaluations and advances as mj_step does (durations through mjcb_time), and MuJoCo's
+// MuJoCo's kinetic energy needs M. The chain model is built from mjModel when mjData is made
+// and rebuilt at the next call (never refused) when the call's model is not the one it was built
+// from: another mjModel (pointer or m->signature; one of other sizes is CHAINFD_ERR_CONFIG), or the
+// same one with a parameter the chain holds edited in place (body masses, inertias and frames,
+// joint axes and positions, armature, qpos0, tendon damping: compared with a copy at every call).
+// Other parameters and m->opt (timestep, integrator, gravity, flags) are read at every step.
+// d->timer counts steps, forward evaluations and advances as mj_step does (through mjcb_time), and MuJoCo's
 // stage functions that chainfd calls count themselves; the position stage (whose parts chainfd
 // calls one by one) and the stages it replaces (mass matrix, constraint solver) are not counted.
 //

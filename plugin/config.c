@@ -101,6 +101,13 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
     snprintf(err, err_size, "%s: config backend='%s' runs on a GPU, but device='cpu'", label, backend);
     return 1;
   }
+  // a GPU back end named exactly needs a device whatever device says (auto would otherwise hand
+  // every step to MuJoCo)
+  if (exact && is_gpu_backend(exact) && !has_gpu) {
+    snprintf(err, err_size, "%s: config backend='%s' runs on a GPU, but there is no CUDA device "
+                            "here (set backend=auto, or a cpu.* back end)", label, backend);
+    return 1;
+  }
 
   // where it runs
   int on_gpu;

@@ -120,19 +120,42 @@ static const char* config_value(const mjModel* m, int instance, const char* key)
   return v && v[0] ? v : NULL;
 }
 
+static void instance_label(const mjModel* m, int instance, char* label, int size) {
+  const char* name = mj_id2name(m, mjOBJ_PLUGIN, instance);
+  if (name && name[0]) snprintf(label, size, "chainfd instance '%s'", name);
+  else snprintf(label, size, "chainfd instance #%d", instance);
+}
+
+// Nonzero, with a message naming them, when m declares more than one chainfd instance: which
+// config chainfd_step should follow would be a guess.
+static int several_instances(const mjModel* m, char* err, int err_size) {
+  int count = 0;
+  for (int i = 0; i < m->nplugin; i++) count += m->plugin[i] == registered_slot;
+  if (count < 2) return 0;
+  int len = snprintf(err, err_size, "the model declares %d chainfd instances (", count);
+  for (int i = 0, k = 0; i < m->nplugin && len < err_size; i++) {
+    if (m->plugin[i] != registered_slot) continue;
+    char label[96];
+    instance_label(m, i, label, sizeof label);
+    len += snprintf(err + len, err_size - len, "%s%s", k++ ? ", " : "", label + strlen("chainfd "));
+  }
+  if (len < err_size)
+    snprintf(err + len, err_size - len, "); chainfd_step uses one: declare a single instance");
+  return 1;
+}
+
 static int plugin_init(const mjModel* m, mjData* d, int instance) {
   cfd_instance* inst = calloc(1, sizeof(*inst));
   if (!inst) return -1;
   char label[96];
-  const char* name = mj_id2name(m, mjOBJ_PLUGIN, instance);
-  if (name && name[0]) snprintf(label, sizeof label, "chainfd instance '%s'", name);
-  else snprintf(label, sizeof label, "chainfd instance #%d", instance);
+  instance_label(m, instance, label, sizeof label);
   chainfd_config cfg = {config_value(m, instance, "backend"), config_value(m, instance, "precision"),
                         config_value(m, instance, "device"), config_value(m, instance, "fallback")};
-  // an invalid configuration must not fail mj_makeData (MuJoCo would abort the process): it is
-  // kept and reported by every chainfd_step / chainfd_forward
-  inst->stepper = chainfd_stepper_create(m, &cfg, label, inst->config_error,
-                                         sizeof inst->config_error);
+  // an invalid configuration (or a second instance) must not fail mj_makeData (MuJoCo would abort
+  // the process): it is kept and reported by every chainfd_step / chainfd_forward
+  if (!several_instances(m, inst->config_error, sizeof inst->config_error))
+    inst->stepper = chainfd_stepper_create(m, &cfg, label, inst->config_error,
+                                           sizeof inst->config_error);
   if (reg_put(d, instance, inst)) {
     chainfd_stepper_free(inst->stepper);
     free(inst);

@@ -17,6 +17,7 @@
 // springs, DC-motor and PID activation states, wrapped setpoints) make the model MuJoCo's.
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,16 @@ enum {  // kinds of fallback, each said once per stepper
 struct chainfd_stepper {
   char label[96];             // "chainfd instance 'fd'", for messages
   cfd_resolved_config cfg;
-  mjtSize nq, nv, na, nu, nbody;  // sizes of the model it was made for
+  mjtSize nq, nv, na, nu, nbody, njnt, ntendon;  // sizes of the model it was made for
+  int nstate;                 // mj_stateSize(mjSTATE_INTEGRATION) of that model
+
+  // the model the chain and the verdicts below were made from: another mjModel, another
+  // signature or a parameter edited in place (the arrays of model_arrays, kept byte for byte)
+  // rebuilds them at the next call
+  const mjModel* model_seen;
+  uint64_t signature_seen;
+  unsigned char* params_seen;
+  size_t params_bytes;
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
   cfd_gpu_tuning gpu_tuning;  // its GPU context's (cfd_stepper_set_gpu_tuning; zero: the rules)
@@ -74,6 +84,7 @@ struct chainfd_stepper {
   // the last evaluation: chain state in dof order (valid until the next gather)
   const double *q, *qd, *tau;
 
+  double* qacc_eval;          // nv: the back end's qacc, copied into d->qacc once accepted
   double* qacc_used;          // nv: the acceleration the integrator applies
   int have_used;              // evaluate_ex computed qacc_used (GPU: with qacc, in one batch)
   double* diag;               // nv: joint-diagonal term of the integrator
@@ -119,9 +130,17 @@ static int model_feature_refusal(const mjModel* m, char* why, int size) {
   if (m->nhistory > 0)
     return cfd_refuse(why, size, "the model has actuator or sensor history buffers (delay, nsample), "
                              "which chainfd_step does not advance");
-  if (m->nplastic > 0)
-    return cfd_refuse(why, size, "the model has plastic springs (springyield), whose state chainfd_step "
-                             "does not advance");
+  // plastic state of joints and tendons; a flex's is the flex's refusal (cfd_chain_from_model)
+  for (int j = 0; j < m->njnt; j++)
+    if (m->jnt_plasticadr[j] >= 0)
+      return cfd_refuse(why, size, "joint %s has a plastic spring (springyield), whose state "
+                               "chainfd_step does not advance",
+                    name_or_id(m, mjOBJ_JOINT, j, nm, sizeof nm));
+  for (int t = 0; t < m->ntendon; t++)
+    if (m->tendon_plasticadr[t] >= 0)
+      return cfd_refuse(why, size, "tendon %s has a plastic spring (springyield), whose state "
+                               "chainfd_step does not advance",
+                    name_or_id(m, mjOBJ_TENDON, t, nm, sizeof nm));
   for (int i = 0; i < m->nu; i++) {
     int dyn = m->actuator_dyntype[i];
     if (dyn == mjDYN_DCMOTOR || dyn == mjDYN_PID)
@@ -215,11 +234,53 @@ static int wants_kinetic_energy(const mjModel* m) {
   return 0;
 }
 
-// Re-derive everything that depends on m->opt when it changed (gravity lives in the chain).
+// The numeric parameters the chain (cfd_chain_model_arrays) and the verdicts (tendon damping for
+// implicitfast) are made from; their sizes are fixed by the sizes check_model compares. Actuator
+// gains are read at every step by implicitfast_diag, which refuses a coupling derivative itself.
+#define MODEL_ARRAYS (CFD_CHAIN_MODEL_ARRAYS + 2)
+static int model_arrays(const mjModel* m, cfd_model_array* a) {
+  int n = cfd_chain_model_arrays(m, a);
+  size_t nt = (size_t)m->ntendon, d8 = sizeof(mjtNum);
+  a[n++] = (cfd_model_array){m->tendon_damping, nt * d8};
+  a[n++] = (cfd_model_array){m->tendon_dampingpoly, nt * mjNPOLY * d8};
+  return n;
+}
+
+static size_t model_params_bytes(const mjModel* m) {
+  cfd_model_array a[MODEL_ARRAYS];
+  size_t bytes = 0;
+  for (int k = 0, n = model_arrays(m, a); k < n; k++) bytes += a[k].bytes;
+  return bytes;
+}
+
+// Whether m is the mjModel the chain was built from (pointer and signature: another one may have
+// another structure) with the same numeric parameters, compared byte for byte (an edit in place
+// keeps pointer and signature; under 2 kB for a 7-dof arm, cheaper than hashing them).
+static int same_model(const chainfd_stepper* s, const mjModel* m) {
+  if (m != s->model_seen || m->signature != s->signature_seen) return 0;
+  cfd_model_array a[MODEL_ARRAYS];
+  const unsigned char* p = s->params_seen;
+  for (int k = 0, n = model_arrays(m, a); k < n; p += a[k].bytes, k++)
+    if (a[k].bytes && memcmp(p, a[k].data, a[k].bytes)) return 0;
+  return 1;
+}
+
+static void remember_model(chainfd_stepper* s, const mjModel* m) {
+  cfd_model_array a[MODEL_ARRAYS];
+  unsigned char* p = s->params_seen;
+  for (int k = 0, n = model_arrays(m, a); k < n; p += a[k].bytes, k++)
+    if (a[k].bytes) memcpy(p, a[k].data, a[k].bytes);
+  s->model_seen = m;
+  s->signature_seen = m->signature;
+}
+
+// Re-derive everything that depends on the model or on m->opt when either changed (gravity lives
+// in the chain): the chain, the back end and the verdicts.
 static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
-  if (s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption))) return;
+  if (s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption)) && same_model(s, m)) return;
   memcpy(&s->opt_seen, &m->opt, sizeof(mjOption));  // bytes, padding included, for the memcmp
   s->opt_valid = 1;
+  remember_model(s, m);
   s->needs_mass_matrix = wants_kinetic_energy(m);
   cfd_solver_free(s->solver);
   s->solver = NULL;
@@ -256,12 +317,17 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
   snprintf(s->label, sizeof s->label, "%s", label);
   s->cfg = rc;
   s->nq = m->nq; s->nv = m->nv; s->na = m->na; s->nu = m->nu; s->nbody = m->nbody;
+  s->njnt = m->njnt; s->ntendon = m->ntendon;
+  s->nstate = mj_stateSize(m, mjSTATE_INTEGRATION);
   size_t nq = (size_t)m->nq, nv = (size_t)m->nv, na = (size_t)m->na;
+  s->params_bytes = model_params_bytes(m);
+  s->params_seen = malloc(s->params_bytes + 1);
+  s->qacc_eval = malloc(sizeof(double) * (nv + 1));
   s->qacc_used = malloc(sizeof(double) * (nv + 1));
   s->diag = malloc(sizeof(double) * (nv + 1));
   s->rk = malloc(sizeof(double) * (4 * (nq + nv + na) + 4 * (nv + na) + 2 * nv + na + 1));
   s->saved = malloc(sizeof(double) * ((size_t)mj_stateSize(m, mjSTATE_INTEGRATION) + 1));
-  if (!s->qacc_used || !s->diag || !s->rk || !s->saved) {
+  if (!s->params_seen || !s->qacc_eval || !s->qacc_used || !s->diag || !s->rk || !s->saved) {
     chainfd_stepper_free(s);
     snprintf(err, err_size, "%s: out of memory", label);
     return NULL;
@@ -273,6 +339,7 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
 void chainfd_stepper_free(chainfd_stepper* s) {
   if (!s) return;
   cfd_solver_free(s->solver);
+  free(s->params_seen); free(s->qacc_eval);
   free(s->qacc_used); free(s->diag); free(s->rk); free(s->saved);
   free(s);
 }
@@ -425,8 +492,8 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
     // Euler's diagonal depends on qvel: again from the present one if a callback moved it
     if (split_diag && memcmp(qd0, s->qd, sizeof(double) * cfd_solver_chain(s->solver)->n))
       euler_damping_diag(m, d, s->diag);
-    st = cfd_solver_finish(s->solver, s->q, s->qd, s->tau, split_diag ? s->diag : NULL, d->qacc,
-                           s->qacc_used);
+    st = cfd_solver_finish(s->solver, s->q, s->qd, s->tau, split_diag ? s->diag : NULL,
+                           s->qacc_eval, s->qacc_used);
   } else if (diag_kind != DIAG_NONE && cfd_solver_is_gpu(s->solver)) {
     if (diag_kind == DIAG_EULER) {
       with_diag = euler_damping_diag(m, d, s->diag);
@@ -440,18 +507,21 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
     }
   }
   if (!split)
-    st = with_diag ? cfd_solver_fd2(s->solver, s->q, s->qd, s->tau, s->diag, d->qacc, s->qacc_used)
-                   : cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, d->qacc);
+    st = with_diag ? cfd_solver_fd2(s->solver, s->q, s->qd, s->tau, s->diag, s->qacc_eval,
+                                    s->qacc_used)
+                   : cfd_solver_fd(s->solver, s->q, s->qd, s->tau, NULL, s->qacc_eval);
+  // a refused result never reaches d->qacc (the back end writes into qacc_eval)
   if (st == CFD_ERR_NONFINITE) {
     // a non-finite state: qacc is NaN, which mj_checkAcc treats as MuJoCo would
-    for (int i = 0; i < nv; i++) d->qacc[i] = NAN;
+    for (int i = 0; i < nv; i++) s->qacc_eval[i] = NAN;
   } else if (st) {
     snprintf(s->solver_failure, sizeof s->solver_failure, "%s: %s",
              cfd_solver_backend(s->solver)->name, cfd_solver_error(s->solver, st));
     return EVAL_FAILED;
   }
   s->have_used = with_diag && !st;
-  memcpy(d->qacc_smooth, d->qacc, sizeof(double) * nv);
+  memcpy(d->qacc, s->qacc_eval, sizeof(double) * nv);
+  memcpy(d->qacc_smooth, s->qacc_eval, sizeof(double) * nv);
   memset(d->qfrc_constraint, 0, sizeof(double) * nv);
   memset(d->solver_niter, 0, sizeof(d->solver_niter));
 
@@ -702,10 +772,12 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d, int* mujoco_stag
       (*mujoco_stages)++;
       ev = EVAL_OK;
     }
-    if (ev != EVAL_OK) {
+    if (ev != EVAL_OK) {  // the start's state, and its qacc and act_dot from the first stage
       memcpy(d->qpos, X[0], sizeof(double) * nq);
       memcpy(d->qvel, X[0] + nq, sizeof(double) * nv);
       memcpy(d->act, X[0] + nq + nv, sizeof(double) * na);
+      memcpy(d->qacc, F[0], sizeof(double) * nv);
+      memcpy(d->act_dot, F[0] + nv, sizeof(double) * na);
       d->time = time0;
       return ev;
     }
@@ -729,8 +801,12 @@ static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d, int* mujoco_stag
 
 // --- entry points ------------------------------------------------------------------------------------
 
+// Sizes first: a model of other sizes cannot step this mjData (the integration state's size is
+// compared only for another mjModel; sizes do not change in place).
 static int check_model(chainfd_stepper* s, const mjModel* m) {
-  if (m->nq != s->nq || m->nv != s->nv || m->na != s->na || m->nu != s->nu || m->nbody != s->nbody) {
+  if (m->nq != s->nq || m->nv != s->nv || m->na != s->na || m->nu != s->nu || m->nbody != s->nbody ||
+      m->njnt != s->njnt || m->ntendon != s->ntendon ||
+      (m != s->model_seen && mj_stateSize(m, mjSTATE_INTEGRATION) != s->nstate)) {
     cfd_set_last_error("%s: this stepper was made for another model (nq=%ld nv=%ld, not nq=%ld nv=%ld)",
                        s->label, (long)s->nq, (long)s->nv, (long)m->nq, (long)m->nv);
     return 1;

@@ -545,6 +545,69 @@ static void test_foreign_instance(void) {
   mj_deleteModel(m);
 }
 
+// --- issue 29: what used to be silent or misleading ---------------------------------------------------
+
+// chainfd_step must return code with a message containing every word, mjData byte for byte as before.
+static void expect_error(const char* what, const char* xml, int code, const char* const* words) {
+  char err[1024];
+  mjModel* m = compile(xml, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", what, err);
+  if (!m) return;
+  mjData* d = mj_makeData(m);
+  mj_forward(m, d);
+  mjData* before = mj_copyData(NULL, m, d);
+  int status = chainfd_step(m, d);
+  printf("%s -> %d: %s\n", what, status, chainfd_last_error());
+  EXPECT(status == code, "%s: status %d, not %d (%s)", what, status, code, chainfd_last_error());
+  for (const char* const* w = words; *w; w++)
+    EXPECT(strstr(chainfd_last_error(), *w) != NULL, "%s: message '%s' must say '%s'", what,
+           chainfd_last_error(), *w);
+  EXPECT(same_data(m, d, before), "%s: mjData changed", what);
+  mj_deleteData(before);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+}
+
+static void test_silent_cases(void) {
+  // a second chainfd instance, even one with an invalid config, is refused naming both
+  expect_error("two instances",
+               "<mujoco><extension><plugin plugin=\"chainfd\"><instance name=\"first\"/>"
+               "<instance name=\"second\"><config key=\"backend\" value=\"nonsense\"/></instance>"
+               "</plugin></extension><worldbody><body><joint axis=\"0 1 0\"/>"
+               "<geom size=\"0.1\" pos=\"0.2 0 0\" contype=\"0\" conaffinity=\"0\"/></body>"
+               "</worldbody></mujoco>",
+               CHAINFD_ERR_CONFIG, (const char*[]){"2 chainfd instances", "'first'", "'second'", NULL});
+
+  // a GPU back end named exactly without a CUDA device: the config error plugin/README.md promises
+  if (chainfd_gpu_count() == 0)
+    expect_error("cuda.abia without a GPU",
+                 "<mujoco><extension><plugin plugin=\"chainfd\"><instance name=\"fd\">"
+                 "<config key=\"backend\" value=\"cuda.abia\"/></instance></plugin></extension>"
+                 "<worldbody><body><joint axis=\"0 1 0\"/>"
+                 "<geom size=\"0.1\" pos=\"0.2 0 0\" contype=\"0\" conaffinity=\"0\"/></body>"
+                 "</worldbody></mujoco>",
+                 CHAINFD_ERR_CONFIG, (const char*[]){"'fd'", "cuda.abia", "no CUDA device", NULL});
+
+  // MuJoCo 4's flexcomp cable (its flex has plastic state, no joint has a springyield): the
+  // reason is the flex
+  expect_error("flexcomp cable",
+               "<mujoco><extension><plugin plugin=\"chainfd\"><instance name=\"fd\">"
+               "<config key=\"fallback\" value=\"error\"/></instance></plugin></extension>"
+               "<worldbody><flexcomp name=\"cable\" type=\"grid\" count=\"5 1 1\" "
+               "spacing=\"0.1 0.1 0.1\" radius=\"0.01\" dim=\"1\"><elasticity young=\"1e6\"/>"
+               "</flexcomp></worldbody></mujoco>",
+               CHAINFD_ERR_UNSUPPORTED, (const char*[]){"flex 'cable'", NULL});
+
+  // a joint's plastic spring is named by the joint
+  expect_error("joint springyield",
+               "<mujoco><extension><plugin plugin=\"chainfd\"><instance name=\"fd\">"
+               "<config key=\"fallback\" value=\"error\"/></instance></plugin></extension>"
+               "<worldbody><body name=\"arm\"><joint name=\"elbow\" axis=\"0 1 0\" stiffness=\"5\" "
+               "springyield=\"0.1\"/><geom size=\"0.1\" pos=\"0.2 0 0\" contype=\"0\" "
+               "conaffinity=\"0\"/></body></worldbody></mujoco>",
+               CHAINFD_ERR_UNSUPPORTED, (const char*[]){"joint 'elbow'", "springyield", NULL});
+}
+
 // --- threads -----------------------------------------------------------------------------------------
 
 #define NTHREAD 8
@@ -639,6 +702,7 @@ int main(void) {
   test_fallback();
   test_copy_reset();
   test_foreign_instance();
+  test_silent_cases();
   test_threads();
   test_bad_state();
   TEST_EXIT();
