@@ -4,11 +4,13 @@
 // trajectories agree.
 //
 //   build/bench/chainfd-bench-step [--steps K] [--json FILE]
-//   build/bench/chainfd-bench-step --model FILE [--model FILE ...] [--steps K]
-// With --model, each model as a user steps it: chainfd_step (the model declares the plugin) or a
-// stepper with the default configuration (it does not) against mj_step, from the model's first
+//   build/bench/chainfd-bench-step --model FILE [--model FILE ...] [--steps K] [--backend NAME]
+// With --model (an MJCF file or chain:N,...), each model as a user steps it: chainfd_step (the
+// model declares the plugin) or a stepper with the default configuration, or --backend's (it does
+// not) against mj_step, from the model's first
 // keyframe (or qpos0), the two interleaved over repetitions; one line per model:
-//   MODEL BACKEND step_us=X mj_step_us=Y ratio=Z   (ratio = mj_step / chainfd_step, medians)
+//   MODEL BACKEND step_us=X mj_step_us=Y ratio=Z   (medians; ratio: the median over the
+//   repetitions of mj_step's time over chainfd_step's, each pair run back to back)
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +26,7 @@
 #include "step_internal.h"
 #include "mj_random.h"
 
-#define MODEL_REPS 21
+#define MODEL_REPS 101
 
 static double now(void) {
   struct timespec t;
@@ -165,9 +167,9 @@ static int declares_chainfd(const mjModel* m) {
 
 // --model FILE: chainfd_step (or the default stepper) against mj_step on the same states, K steps
 // from the first keyframe, the two alternating over MODEL_REPS repetitions; medians per step.
-static int bench_model(const char* path, int K) {
+static int bench_model(const char* path, int K, const char* backend) {
   char err[1024];
-  mjModel* m = mj_loadXML(path, NULL, err, sizeof err);
+  mjModel* m = cfd_load_model(path, err, sizeof err);
   if (!m) {
     fprintf(stderr, "%s: %s\n", path, err);
     return 1;
@@ -175,7 +177,7 @@ static int bench_model(const char* path, int K) {
   int plugin = declares_chainfd(m);
   chainfd_stepper* s = NULL;
   if (!plugin) {
-    chainfd_config cfg = {NULL, NULL, NULL, NULL};  // auto, double, auto, fallback=mujoco
+    chainfd_config cfg = {backend, NULL, NULL, NULL};  // (NULL: auto), double, auto, fallback=mujoco
     s = chainfd_stepper_create(m, &cfg, "bench", err, sizeof err);
     if (!s) {
       fprintf(stderr, "%s: %s\n", path, err);
@@ -186,17 +188,25 @@ static int bench_model(const char* path, int K) {
   mjData *start = mj_makeData(m), *a = mj_makeData(m), *b = mj_makeData(m);
   if (m->nkey > 0) mj_resetDataKeyframe(m, start, 0);
   mj_forward(m, start);
-  double tc[MODEL_REPS], tm[MODEL_REPS];
+  double tc[MODEL_REPS], tm[MODEL_REPS], ratio[MODEL_REPS];
   int failed = 0;
   for (int r = 0; r < MODEL_REPS; r++) {
-    mj_copyData(a, m, start);
-    double t0 = now();
-    for (int k = 0; k < K; k++) failed |= plugin ? chainfd_step(m, a) : chainfd_stepper_step(s, m, a);
-    tc[r] = (now() - t0) / K;
-    mj_copyData(b, m, start);
-    t0 = now();
-    for (int k = 0; k < K; k++) mj_step(m, b);
-    tm[r] = (now() - t0) / K;
+    for (int turn = 0; turn < 2; turn++) {  // which goes first alternates with the repetition
+      double t0;
+      if ((turn + r) % 2 == 0) {
+        mj_copyData(a, m, start);
+        t0 = now();
+        for (int k = 0; k < K; k++)
+          failed |= plugin ? chainfd_step(m, a) : chainfd_stepper_step(s, m, a);
+        tc[r] = (now() - t0) / K;
+      } else {
+        mj_copyData(b, m, start);
+        t0 = now();
+        for (int k = 0; k < K; k++) mj_step(m, b);
+        tm[r] = (now() - t0) / K;
+      }
+    }
+    ratio[r] = tm[r] / tc[r];  // each repetition's pair, run back to back: drift cancels
   }
   chainfd_stats st;
   if (plugin) chainfd_get_stats(m, a, &st);
@@ -205,9 +215,9 @@ static int bench_model(const char* path, int K) {
   for (int i = 0; i < m->nq; i++) dq = fmax(dq, fabs(a->qpos[i] - b->qpos[i]));
   double c = cfd_median(tc, MODEL_REPS), j = cfd_median(tm, MODEL_REPS);
   printf("%s %s step_us=%.4g mj_step_us=%.4g ratio=%.3f\n", path, st.backend, c * 1e6, j * 1e6,
-         j / c);
+         cfd_median(ratio, MODEL_REPS));
   printf("  (%s; steps by chainfd %lld, by MuJoCo %lld%s%s; |dqpos| after %d steps %.1e)\n",
-         plugin ? "chainfd_step through the plugin" : "a stepper, default configuration",
+         plugin ? "chainfd_step through the plugin" : backend ? "a stepper" : "a stepper, default configuration",
          st.steps_chainfd, st.steps_mujoco, st.last_fallback[0] ? ": " : "", st.last_fallback,
          K, dq);
   if (failed) printf("  (chainfd_step returned an error: %s)\n", chainfd_last_error());
@@ -219,7 +229,7 @@ static int bench_model(const char* path, int K) {
 
 int main(int argc, char** argv) {
   int steps = 200, nmodels = 0, steps_given = 0;
-  const char* json_path = NULL;
+  const char *json_path = NULL, *backend = NULL;
   const char** model_paths = calloc((size_t)argc, sizeof(char*));
   if (!model_paths) return 1;
   for (int i = 1; i < argc; i++) {
@@ -234,14 +244,16 @@ int main(int argc, char** argv) {
       steps_given = 1;
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_paths[nmodels++] = argv[++i];
+    else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
     else {
-      fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE] [--model FILE ...]\n");
+      fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE] [--model FILE ... "
+                      "[--backend NAME]]\n");
       return 2;
     }
   }
   if (nmodels) {
     int failed = 0;
-    for (int k = 0; k < nmodels; k++) failed |= bench_model(model_paths[k], steps_given ? steps : 2000);
+    for (int k = 0; k < nmodels; k++) failed |= bench_model(model_paths[k], steps_given ? steps : 500, backend);
     free(model_paths);
     return failed;
   }

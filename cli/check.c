@@ -132,7 +132,22 @@ static int predict_stepper(const mjModel* m) {
   chainfd_stats st;
   chainfd_stepper_stats(s, &st);
   conditional_constraints(m, more, sizeof more);
-  if (rc == CHAINFD_OK) {
+  // backend=auto under the model's own fallback takes MuJoCo's own step where that is faster (a
+  // short chain on the CPU; never under fallback=error, which the prediction above uses)
+  int mujoco_own = 0;
+  chainfd_config own = cfg;
+  own.fallback = plugin_key(m, inst, "fallback");
+  chainfd_stepper* so = chainfd_stepper_create(m, &own, "chainfd", err, sizeof err);
+  if (so) {
+    chainfd_stats sto;
+    chainfd_stepper_stats(so, &sto);
+    mujoco_own = !strcmp(sto.backend, "mujoco");
+    chainfd_stepper_free(so);
+  }
+  if (rc == CHAINFD_OK && mujoco_own) {
+    printf("stepper: backend=auto hands every step to MuJoCo's own mj_step, the faster on a chain "
+           "this short (chainfd's dynamics: backend=cpu, or fallback=error)\n");
+  } else if (rc == CHAINFD_OK) {
     printf("stepper: chainfd steps this model (backend %s)\n", st.backend);
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
   } else if (rc == CHAINFD_ERR_UNSUPPORTED && d->nefc > 0 && d->nf == 0 && d->ne == 0) {

@@ -223,6 +223,10 @@ static cfd_instance* find_instance(const mjModel* m, const mjData* d) {
 
 static int lookup(const mjModel* m, const mjData* d, cfd_instance** out) {
   cfd_instance* inst = find_instance(m, d);
+  if (inst && inst->stepper) {  // the common case first
+    *out = inst;
+    return CHAINFD_OK;
+  }
   int declared = 0;
   for (int i = 0; i < m->nplugin; i++) declared |= m->plugin[i] == registered_slot;
   if (!inst && declared) {

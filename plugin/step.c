@@ -71,6 +71,8 @@ struct chainfd_stepper {
   size_t params_bytes;
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
+  int use_mujoco;             // backend=auto took MuJoCo's own dynamics (a short chain): each
+                              // step is mj_step's, each forward mj_forward's
   cfd_gpu_tuning gpu_tuning;  // its GPU context's (cfd_stepper_set_gpu_tuning; zero: the rules)
   char model_refusal[MSG_SIZE];
   char solver_failure[MSG_SIZE];   // why the back end failed in the last evaluation
@@ -105,6 +107,7 @@ struct chainfd_stepper {
   long long steps_chainfd, steps_mujoco, refusals;
   unsigned said;
   char last_fallback[MSG_SIZE];
+  const char* last_said;      // the reason last copied into last_fallback, while it stays put
 };
 
 static int enabled(const mjModel* m, int flag) { return (m->opt.enableflags & flag) != 0; }
@@ -276,15 +279,43 @@ static void remember_model(chainfd_stepper* s, const mjModel* m) {
 
 // Re-derive everything that depends on the model or on m->opt when either changed (gravity lives
 // in the chain): the chain, the back end and the verdicts.
-static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
-  if (s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption)) && same_model(s, m)) return;
+// backend=auto on the CPU: up to this many dofs MuJoCo's own step (a dense mass matrix, factored
+// in O(n^3) but with small constants) beats chainfd's O(n) algorithms, so the stepper hands it the
+// whole step; from here on chainfd's cpu.fast wins (chainfd-bench-step --model and the crossover
+// in docs/RESULTS.md). Not under fallback=error, which asks for chainfd's dynamics or a refusal.
+#define STEP_MUJOCO_MAX_NV 18
+
+// step: for a step (1) or a forward (0). A call refused whatever the state (by the model or the
+// options) reads no chain: its parameters need no look until the options or the mjModel change
+// (an edit in place of a model refused for its parameters, a massless link under CFA, keeps that
+// refusal until then).
+static void refresh_for_options(chainfd_stepper* s, const mjModel* m, int step) {
+  // MuJoCo's own steps read neither the chain nor the options: only another mjModel (another nv)
+  // can change that choice
+  int same = m == s->model_seen && m->signature == s->signature_seen;
+  if (s->use_mujoco && same) return;
+  if (same && s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption)) &&
+      (!s->solver || (step ? s->step_refusal : s->forward_refusal)[0] || same_model(s, m)))
+    return;
+  s->last_said = NULL;  // the reasons below are written again
   memcpy(&s->opt_seen, &m->opt, sizeof(mjOption));  // bytes, padding included, for the memcmp
   s->opt_valid = 1;
   remember_model(s, m);
   s->needs_mass_matrix = wants_kinetic_energy(m);
   cfd_solver_free(s->solver);
   s->solver = NULL;
+  s->use_mujoco = 0;
   s->model_refusal[0] = 0;
+  if (s->cfg.is_auto) {
+    const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
+    const cfd_backend* b = cfd_backend_find(pick);
+    if (b && b->gpu_algorithm < 0 && m->nv <= STEP_MUJOCO_MAX_NV && !s->cfg.fallback_error) {
+      s->use_mujoco = 1;
+      snprintf(s->cfg.backend, sizeof s->cfg.backend, "mujoco");
+      s->forward_refusal[0] = s->step_refusal[0] = 0;
+      return;
+    }
+  }
   if (!model_feature_refusal(m, s->model_refusal, sizeof s->model_refusal)) {
     // backend=auto: the fastest back end for this chain and one state, by the measured table
     // (core/auto.c); on a GPU device only if the table says a GPU wins there
@@ -332,7 +363,7 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
     snprintf(err, err_size, "%s: out of memory", label);
     return NULL;
   }
-  refresh_for_options(s, m);
+  refresh_for_options(s, m, 1);
   return s;
 }
 
@@ -358,13 +389,17 @@ void chainfd_stepper_copy_stats(chainfd_stepper* dst, const chainfd_stepper* src
   dst->refusals = src->refusals;
   dst->said = src->said;
   memcpy(dst->last_fallback, src->last_fallback, sizeof dst->last_fallback);
+  dst->last_said = NULL;
 }
 
 // --- fallback --------------------------------------------------------------------------------------
 
 // Says once per kind on stderr what MuJoCo computes instead (fallback=mujoco), and why.
 static void tell_fallback(chainfd_stepper* s, unsigned kind, const char* what, const char* why) {
-  snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+  // a static reason (the model's, the options') stays put until refresh_for_options: copied once
+  if (kind != SAID_MODEL || why != s->last_said)
+    snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+  s->last_said = kind == SAID_MODEL ? why : NULL;
   if (!(s->said & kind)) {
     s->said |= kind;
     fprintf(stderr, "%s: using MuJoCo's %s (fallback=mujoco): %s\n", s->label, what, why);
@@ -377,6 +412,7 @@ static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, 
   if (s->timer_valid) memcpy(d->timer, s->saved_timer, sizeof s->saved_timer);
   if (s->cfg.fallback_error) {
     snprintf(s->last_fallback, sizeof s->last_fallback, "%s", why);
+    s->last_said = NULL;
     if (step && s->saved_valid) {  // as the step found it, a bad state's reset undone
       mj_setState(m, d, s->saved, mjSTATE_INTEGRATION);
       memcpy(d->warning, s->saved_warning, sizeof s->saved_warning);
@@ -815,18 +851,24 @@ static int check_model(chainfd_stepper* s, const mjModel* m) {
 }
 
 // "" when chainfd can compute (step: and step) this model with these options; the reason otherwise.
-static const char* static_refusal(chainfd_stepper* s, const mjModel* m, int step) {
-  refresh_for_options(s, m);
+// (after refresh_for_options)
+static const char* static_refusal(const chainfd_stepper* s, int step) {
   if (!s->solver) return s->model_refusal;
   return step ? s->step_refusal : s->forward_refusal;
 }
 
 int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  refresh_for_options(s, m, 0);
+  if (s->use_mujoco) {  // MuJoCo's own, chosen as the faster (not a fallback: nothing to say)
+    mj_forward(m, d);
+    s->steps_mujoco++;
+    return CHAINFD_OK;
+  }
   s->saved_valid = 0;
   memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
   s->timer_valid = 1;
-  const char* why = static_refusal(s, m, 0);
+  const char* why = static_refusal(s, 0);
   if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
   int ev = evaluate(s, m, d, 0);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 0, SAID_SOLVER, s->solver_failure);
@@ -841,11 +883,17 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
 
 int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
+  refresh_for_options(s, m, 1);
+  if (s->use_mujoco) {
+    mj_step(m, d);
+    s->steps_mujoco++;
+    return CHAINFD_OK;
+  }
   double start = timer_now();
   s->saved_valid = 0;
   memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
   s->timer_valid = 1;
-  const char* why = static_refusal(s, m, 1);
+  const char* why = static_refusal(s, 1);
   if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
 
   if (s->cfg.fallback_error) {
