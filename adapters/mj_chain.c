@@ -14,7 +14,11 @@
 #include "cfd_math.h"
 #include "mj_chain.h"
 
-static const char* name_of(const mjModel* m, int type, int id, char* buf, int size) {
+const char* cfd_mj_name(const mjModel* m, int type, int id, char* buf, int size) {
+  if (!m || id < 0) {  // a link of a tiled or extended chain: no element of its own
+    snprintf(buf, size, "(none)");
+    return buf;
+  }
   const char* nm = mj_id2name(m, type, id);
   if (nm && nm[0]) snprintf(buf, size, "'%s'", nm);
   else snprintf(buf, size, "#%d", id);
@@ -86,22 +90,22 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
     if (t != mjJNT_HINGE && t != mjJNT_SLIDE)
       return cfd_refuse(err, err_size,
                     "joint %s of body %s is a %s joint: chainfd supports hinge and slide joints only",
-                    name_of(m, mjOBJ_JOINT, j, nj, sizeof nj),
-                    name_of(m, mjOBJ_BODY, m->jnt_bodyid[j], nb, sizeof nb), joint_type_name(t));
+                    cfd_mj_name(m, mjOBJ_JOINT, j, nj, sizeof nj),
+                    cfd_mj_name(m, mjOBJ_BODY, m->jnt_bodyid[j], nb, sizeof nb), joint_type_name(t));
   }
   for (int t = 0; t < m->ntendon; t++)
     if (m->tendon_armature[t] != 0)
       return cfd_refuse(err, err_size,
                     "tendon %s has armature: it adds off-diagonal terms to M, which chainfd does not model",
-                    name_of(m, mjOBJ_TENDON, t, nx, sizeof nx));
+                    cfd_mj_name(m, mjOBJ_TENDON, t, nx, sizeof nx));
   if (m->nflex > 0)
     return cfd_refuse(err, err_size, "flex %s: deformable objects are not chains",
-                  name_of(m, mjOBJ_FLEX, 0, nx, sizeof nx));
+                  cfd_mj_name(m, mjOBJ_FLEX, 0, nx, sizeof nx));
   for (int a = 0; a < m->nu; a++)
     if (m->actuator_armature[a] != 0)
       return cfd_refuse(err, err_size,
                     "actuator %s has armature: chainfd reads armature from dof_armature only",
-                    name_of(m, mjOBJ_ACTUATOR, a, nx, sizeof nx));
+                    cfd_mj_name(m, mjOBJ_ACTUATOR, a, nx, sizeof nx));
 
   int nbody = m->nbody;
   int* owner = malloc(sizeof(int) * nbody);          // link owning each body; -1: the world
@@ -139,7 +143,7 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
     for (int a = parent; a > 0 && !mocap; a = m->body_parentid[a]) mocap = m->body_mocapid[a] >= 0;
     if (mocap) {
       status = cfd_refuse(err, err_size, "body %s has joints and a mocap ancestor: the base must be fixed",
-                      name_of(m, mjOBJ_BODY, b, nb, sizeof nb));
+                      cfd_mj_name(m, mjOBJ_BODY, b, nb, sizeof nb));
       break;
     }
     if (own != n - 1) {  // a second child link of the same link (or of the world): a branch
@@ -147,9 +151,9 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
       status = cfd_refuse(err, err_size,
                       "body %s branches the chain: it hangs from %s, which already carries body %s; "
                       "chainfd needs a serial chain (one moving child per link)",
-                      name_of(m, mjOBJ_BODY, b, nb, sizeof nb),
-                      own < 0 ? "the world" : name_of(m, mjOBJ_BODY, c->body[own], nj, sizeof nj),
-                      name_of(m, mjOBJ_BODY, other, nx, sizeof nx));
+                      cfd_mj_name(m, mjOBJ_BODY, b, nb, sizeof nb),
+                      own < 0 ? "the world" : cfd_mj_name(m, mjOBJ_BODY, c->body[own], nj, sizeof nj),
+                      cfd_mj_name(m, mjOBJ_BODY, other, nx, sizeof nx));
       break;
     }
     for (int k = 0; k < m->body_jntnum[b]; k++) {

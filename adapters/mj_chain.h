@@ -17,6 +17,9 @@ extern "C" {
 int cfd_refuse(char* err, int size, const char* fmt, ...);
 int cfd_refuse_prefixed(char* err, int size, const char* prefix, const char* fmt, va_list ap);
 
+// An element's name for messages: 'name' where it has one, #id where it has none (into buf).
+const char* cfd_mj_name(const mjModel* m, int type, int id, char* buf, int size);
+
 // Builds the chain model of m. Returns 0 on success; otherwise fills err with why the model is
 // refused (naming the body, joint or element) and returns nonzero, leaving *c empty.
 int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size);

@@ -43,12 +43,12 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
     double L[36];
     memcpy(L, J, sizeof(L));
     if (cfd_chol_factor(L, 6, 6)) {
-      const char* body = mj_id2name(m, mjOBJ_BODY, c->body[i]);
-      const char* jnt = mj_id2name(m, mjOBJ_JOINT, c->jnt[i]);
+      char body[128], jnt[128];
       snprintf(why, why_size,
-               "%s: the link of joint '%s' (body '%s') has a singular spatial inertia (massless, or "
+               "%s: the link of joint %s (body %s) has a singular spatial inertia (massless, or "
                "an inner joint of a body with several joints); CFA needs every link's J invertible",
-               b->name, jnt ? jnt : "?", body ? body : "?");
+               b->name, cfd_mj_name(m, mjOBJ_JOINT, c->jnt[i], jnt, sizeof jnt),
+               cfd_mj_name(m, mjOBJ_BODY, c->body[i], body, sizeof body));
       return 1;
     }
   }

@@ -113,12 +113,6 @@ struct chainfd_stepper {
 static int enabled(const mjModel* m, int flag) { return (m->opt.enableflags & flag) != 0; }
 static int disabled(const mjModel* m, int flag) { return (m->opt.disableflags & flag) != 0; }
 
-static const char* name_or_id(const mjModel* m, int type, int id, char* buf, int size) {
-  const char* nm = mj_id2name(m, type, id);
-  if (nm && nm[0]) snprintf(buf, size, "'%s'", nm);
-  else snprintf(buf, size, "#%d", id);
-  return buf;
-}
 
 // An actuator switched off through its group (m->opt.disableactuator), as MuJoCo decides it.
 static int actuator_group_disabled(const mjModel* m, int i) {
@@ -138,24 +132,24 @@ static int model_feature_refusal(const mjModel* m, char* why, int size) {
     if (m->jnt_plasticadr[j] >= 0)
       return cfd_refuse(why, size, "joint %s has a plastic spring (springyield), whose state "
                                "chainfd_step does not advance",
-                    name_or_id(m, mjOBJ_JOINT, j, nm, sizeof nm));
+                    cfd_mj_name(m, mjOBJ_JOINT, j, nm, sizeof nm));
   for (int t = 0; t < m->ntendon; t++)
     if (m->tendon_plasticadr[t] >= 0)
       return cfd_refuse(why, size, "tendon %s has a plastic spring (springyield), whose state "
                                "chainfd_step does not advance",
-                    name_or_id(m, mjOBJ_TENDON, t, nm, sizeof nm));
+                    cfd_mj_name(m, mjOBJ_TENDON, t, nm, sizeof nm));
   for (int i = 0; i < m->nu; i++) {
     int dyn = m->actuator_dyntype[i];
     if (dyn == mjDYN_DCMOTOR || dyn == mjDYN_PID)
       return cfd_refuse(why, size, "actuator %s has %s activation dynamics, whose states chainfd_step "
-                               "does not integrate", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm),
+                               "does not integrate", cfd_mj_name(m, mjOBJ_ACTUATOR, i, nm, sizeof nm),
                     dyn == mjDYN_DCMOTOR ? "DC-motor" : "PID");
     // MuJoCo wraps the setpoints of these into one period when it integrates them
     if (m->actuator_gaintype[i] == mjGAIN_SO3 || m->actuator_trntype[i] == mjTRN_SO3 ||
         m->actuator_gaintype[i] == mjGAIN_PID ||
         (m->actuator_trntype[i] == mjTRN_SITE && m->actuator_trnid[2 * i + 1] >= 0))
       return cfd_refuse(why, size, "actuator %s may wrap its rotational setpoint, which chainfd_step "
-                               "does not reproduce", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+                               "does not reproduce", cfd_mj_name(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
   }
   return 0;
 }
@@ -202,7 +196,7 @@ static void step_option_refusal(const mjModel* m, char* why, int size) {
       for (int k = 0; k < mjNPOLY; k++) damped |= m->tendon_dampingpoly[mjNPOLY * t + k] != 0;
       if (damped) {
         snprintf(why, size, "implicitfast with tendon %s damped: its velocity derivative couples "
-                            "joints", name_or_id(m, mjOBJ_TENDON, t, nm, sizeof nm));
+                            "joints", cfd_mj_name(m, mjOBJ_TENDON, t, nm, sizeof nm));
         return;
       }
     }
@@ -214,7 +208,7 @@ static void step_option_refusal(const mjModel* m, char* why, int size) {
     if (m->actuator_plugin[i] >= 0 || (gain != mjGAIN_FIXED && gain != mjGAIN_AFFINE) ||
         (bias != mjBIAS_NONE && bias != mjBIAS_AFFINE)) {
       snprintf(why, size, "implicitfast with actuator %s: chainfd differentiates fixed and affine "
-                          "gains and biases only", name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+                          "gains and biases only", cfd_mj_name(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
       return;
     }
     int velocity_dependent = (gain == mjGAIN_AFFINE && m->actuator_gainprm[mjNGAIN * i + 2] != 0) ||
@@ -223,7 +217,7 @@ static void step_option_refusal(const mjModel* m, char* why, int size) {
     if (velocity_dependent && trn != mjTRN_JOINT && trn != mjTRN_JOINTINPARENT) {
       snprintf(why, size, "implicitfast with actuator %s: a velocity-dependent force through a "
                           "non-joint transmission couples joints",
-               name_or_id(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
+               cfd_mj_name(m, mjOBJ_ACTUATOR, i, nm, sizeof nm));
       return;
     }
   }
@@ -690,7 +684,7 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
         if (d->moment_rownnz[row] != 1) {
           char nm[128];
           snprintf(why, size, "implicitfast: actuator %s moves %d dofs, so its velocity derivative "
-                              "is not diagonal", name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm),
+                              "is not diagonal", cfd_mj_name(m, mjOBJ_ACTUATOR, a, nm, sizeof nm),
                    d->moment_rownnz[row]);
           return 1;
         }
@@ -700,7 +694,7 @@ static int implicitfast_diag(const mjModel* m, const mjData* d, double* diag, ch
           char nm[128];  // another transmission onto a clamped joint: not measured, MuJoCo's step
           snprintf(why, size, "implicitfast: actuator %s acts through a tendon or site on a joint "
                               "whose actuatorfrcrange clamps its force",
-                   name_or_id(m, mjOBJ_ACTUATOR, a, nm, sizeof nm));
+                   cfd_mj_name(m, mjOBJ_ACTUATOR, a, nm, sizeof nm));
           return 1;
         }
         double g = d->actuator_moment[adr];

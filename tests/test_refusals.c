@@ -52,6 +52,17 @@ int main(void) {
     EXPECT(s == NULL, "cpu.cfa refuses a massless inner link");
     EXPECT(strstr(err, "'wrist_pitch'") && strstr(err, "'wrist'"), "names joint and body: %s", err);
     printf("%-22s cpu.cfa refused: %s\n", "multi_joint.xml", err);
+    // unnamed elements: by index (a "?" before)
+    mjModel* u = load("multi_joint_unnamed.xml");
+    EXPECT(u != NULL, "multi_joint_unnamed.xml loads");
+    if (u) {
+      s = cfd_solver_create(u, "cpu.cfa", err, sizeof err);
+      EXPECT(s == NULL && strstr(err, "joint #1 (body #2)"), "names unnamed elements by index: %s",
+             err);
+      printf("%-22s cpu.cfa refused: %s\n", "multi_joint_unnamed", err);
+      cfd_solver_free(s);
+      mj_deleteModel(u);
+    }
     s = cfd_solver_create(m, "cpu.nonsense", err, sizeof err);
     EXPECT(s == NULL && strstr(err, "cpu.nonsense") && strstr(err, "cpu.fast"),
            "unknown backend names itself and the choices: %s", err);
