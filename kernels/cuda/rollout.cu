@@ -772,6 +772,30 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   return 0;
 }
 
+// The kernel a run of B instances takes: the rule, in order (each bound's reason at its #define).
+// Long chains in small batches, the scan kernel per step; short chains with joint frames, the
+// world-coordinate lanes (a link per lane) while the batch leaves them the GPU; up to 256 links with
+// joint frames, a warp per instance in blocks of 32 links; otherwise 8 lanes per instance in link
+// frames (state in shared memory up to 16 links, else global) up to a few thousand instances;
+// beyond, a thread per instance (local memory up to 16 links, else global). cfd_gpu_tuning's
+// rollout_* fields take a kernel out of the rule, for the benchmark and the tests.
+typedef enum {
+  RK_SCAN, RK_WORLD_LANES, RK_WORLD_BLOCKS, RK_LANES_SHARED, RK_LANES_GLOBAL, RK_THREAD_LOCAL,
+  RK_THREAD_GLOBAL
+} rollout_kernel_kind;
+
+static rollout_kernel_kind rollout_rule(const cfd_gpu_rollout* r, int B) {
+  const int n = r->n, jf = r->chain_jf.home_R != NULL, W = world_lanes_width(n);
+  const bool lanes = !r->tune.rollout_thread, world = lanes && !r->tune.rollout_link_frames;
+  if (r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B) return RK_SCAN;
+  if (world && jf && n <= WL_MAX_N && (W <= 8 || (long)B * W <= WL_MAX_THREADS))
+    return RK_WORLD_LANES;
+  if (world && jf && n > WL_MAX_N && n <= WB_MAX_N && B <= WB_MAX_B) return RK_WORLD_BLOCKS;
+  if (lanes && n <= ROLLOUT_LOCAL_MAX_N && B <= LANES_MAX_B) return RK_LANES_SHARED;
+  if (lanes && n > ROLLOUT_LOCAL_MAX_N && B <= LANES_GLOBAL_MAX_B) return RK_LANES_GLOBAL;
+  return n <= ROLLOUT_LOCAL_MAX_N ? RK_THREAD_LOCAL : RK_THREAD_GLOBAL;
+}
+
 int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, int shared_init,
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size) {
@@ -787,14 +811,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   size_t init_n = (size_t)(shared_init ? 1 : B) * 2 * n;
   size_t ctrl_n = (size_t)B * H * r->nu;
   size_t out_n = (size_t)B * (final_only ? 1 : H + 1) * 2 * n;
-  int W = world_lanes_width(n);
-  const bool lanes = !r->tune.rollout_thread, world_ok = lanes && !r->tune.rollout_link_frames;
+  const rollout_kernel_kind kind = rollout_rule(r, B);
+  const bool scan = kind == RK_SCAN;
   const int xch = !r->tune.lanes_shuffle;
-  bool world = world_ok && n <= WL_MAX_N &&
-               r->chain_jf.home_R && (W <= 8 || (long)B * W <= WL_MAX_THREADS);
-  bool blocks32 = world_ok && n > WL_MAX_N &&
-                  n <= WB_MAX_N && r->chain_jf.home_R && B <= WB_MAX_B;
-  bool scan = r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B;
   if (scan && B > r->scan_capacity) {  // the state, reused
     cudaFree(r->sx);
     cudaFree(r->sflags);
@@ -810,7 +829,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     e = scan_reset_dynamics(r);
     if (e) return fail(err, err_size, "the dynamics at the reset state", e);
   }
-  if (!scan && !world && n > ROLLOUT_LOCAL_MAX_N && B > r->capacity) {  // global scratch, reused
+  const bool global_work = kind == RK_WORLD_BLOCKS || kind == RK_LANES_GLOBAL || kind == RK_THREAD_GLOBAL;
+  if (global_work && B > r->capacity) {  // global scratch, reused
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
@@ -853,33 +873,40 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   if (!e) e = cudaEventRecord(r->start, r->stream);
   if (e) return fail(err, err_size, "starting the rollout", e);
   int blocks = (B + ROLLOUT_THREADS - 1) / ROLLOUT_THREADS;
-  int groups = LANES_BLOCK / LANES, small = n <= ROLLOUT_LOCAL_MAX_N;
-  if (scan) {
-    e = scan_launches(r, B, H, dinit, shared_init, dctrl, dout, final_only);
-    if (e) return fail(err, err_size, "launching the rollout", e);
-    r->scan_steps += H;
-  } else if (world) {
-    launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only);
-  } else if (blocks32) {
-    rollout_world_blocks_kernel<<<B, 32, 0, r->stream>>>(
-        r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->work, r->flags, r->warn);
-  } else if (lanes && small && B <= LANES_MAX_B) {
-    rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
-                                  sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        NULL, r->flags, r->warn, xch);
-  } else if (lanes && !small && B <= LANES_GLOBAL_MAX_B) {
-    rollout_lanes_kernel<true><<<(B + groups - 1) / groups, LANES_BLOCK, 0, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
-        r->work, r->flags, r->warn, xch);
-  } else if (n <= ROLLOUT_LOCAL_MAX_N)
-    rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
-  else
-    rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-        r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->flags,
-        r->warn);
+  int groups = LANES_BLOCK / LANES;
+  switch (kind) {
+    case RK_SCAN:
+      e = scan_launches(r, B, H, dinit, shared_init, dctrl, dout, final_only);
+      if (e) return fail(err, err_size, "launching the rollout", e);
+      r->scan_steps += H;
+      break;
+    case RK_WORLD_LANES: launch_world_lanes(r, B, H, dinit, shared_init, dctrl, dout, final_only); break;
+    case RK_WORLD_BLOCKS:
+      rollout_world_blocks_kernel<<<B, 32, 0, r->stream>>>(
+          r->chain_jf, r->params, B, H, dinit, shared_init, dctrl, dout, final_only,
+          r->distinct_dofs, r->work, r->flags, r->warn);
+      break;
+    case RK_LANES_SHARED:
+      rollout_lanes_kernel<false><<<(B + groups - 1) / groups, LANES_BLOCK,
+                                    sizeof(double) * lanes_instance_doubles(n) * groups, r->stream>>>(
+          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
+          NULL, r->flags, r->warn, xch);
+      break;
+    case RK_LANES_GLOBAL:
+      rollout_lanes_kernel<true><<<(B + groups - 1) / groups, LANES_BLOCK, 0, r->stream>>>(
+          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->distinct_dofs,
+          r->work, r->flags, r->warn, xch);
+      break;
+    case RK_THREAD_LOCAL:
+      rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
+      break;
+    case RK_THREAD_GLOBAL:
+      rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->flags,
+          r->warn);
+      break;
+  }
   e = cudaGetLastError();
   if (e) return fail(err, err_size, "launching the rollout", e);
   rollout_flags flags = {0, 0};
