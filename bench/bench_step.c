@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../cli/args.h"
 #include "chain_gen.h"
 #include "chainfd.h"
 #include "backend.h"
@@ -233,14 +234,8 @@ int main(int argc, char** argv) {
   const char** model_paths = calloc((size_t)argc, sizeof(char*));
   if (!model_paths) return 1;
   for (int i = 1; i < argc; i++) {
-    char* end = NULL;
     if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-      long v = strtol(argv[++i], &end, 10);
-      if (!*argv[i] || *end || v < 1 || v > 100000000) {
-        fprintf(stderr, "--steps takes a whole number from 1 to 1e8, not '%s'\n", argv[i]);
-        return 2;
-      }
-      steps = (int)v;
+      if (cfd_arg_int("chainfd-bench-step", "--steps", argv[++i], 1, 100000000, &steps)) return 2;
       steps_given = 1;
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_paths[nmodels++] = argv[++i];

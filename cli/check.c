@@ -153,6 +153,9 @@ static int predict_stepper(const mjModel* m) {
   } else if (rc == CHAINFD_ERR_UNSUPPORTED && d->nefc > 0 && d->nf == 0 && d->ne == 0) {
     // contacts or limits active in the initial state only: other states may be chainfd's
     printf("stepper: chainfd hands the initial state's step to MuJoCo: %s\n", st.last_fallback);
+    if (mujoco_own)
+      printf("  (and with this model's configuration, backend=auto hands every step to MuJoCo's own "
+             "mj_step, the faster on a chain this short)\n");
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
     verdict = STEPPER_THIS_STATE;
   } else {
@@ -407,10 +410,9 @@ int cfd_cmd_check(int argc, char** argv) {
     }
     gpu_algs[ng++] = known_gpu[a];
   }
-  if (!all && nb == 0 && ng == 0 && !failed) {
-    int is_gpu = !strncmp(backend, "cuda.", 5);
-    if (!is_gpu) printf("%s refused: unknown back end\n", backend);
-    failed = !is_gpu;
+  if (!all && nb == 0 && ng == 0 && !failed && !skipped) {
+    printf("%s refused: unknown back end\n", backend);
+    failed = 1;
   }
 
   int nv = m->nv;

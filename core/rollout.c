@@ -37,9 +37,15 @@ static int refuse(char* err, int size, const char* fmt, ...) {
   return 1;
 }
 
-static const char* name(const mjModel* m, int type, int id) {
-  const char* s = mj_id2name(m, type, id);
-  return s && s[0] ? s : "(unnamed)";
+// an element's name for a refusal ('name', or #id where it has none: mj_chain.h), by value (the
+// temporary lives to the end of the call it is an argument of)
+typedef struct {
+  char s[128];
+} elem_name;
+static elem_name name(const mjModel* m, int type, int id) {
+  elem_name n;
+  cfd_mj_name(m, type, id, n.s, sizeof n.s);
+  return n;
 }
 
 static int off(const mjModel* m, int flag) { return (m->opt.disableflags & flag) != 0; }
@@ -49,68 +55,69 @@ static int check_model(const mjModel* m, char* err, int size) {
   if (m->opt.integrator != mjINT_EULER && m->opt.integrator != mjINT_IMPLICITFAST)
     return refuse(err, size, "integrator %d: rollouts step Euler and implicitfast", m->opt.integrator);
   if (m->na > 0) return refuse(err, size, "the model has activations (na=%d): not supported", (int)m->na);
-  if (m->ntendon > 0) return refuse(err, size, "tendon '%s': tendons are not supported", name(m, mjOBJ_TENDON, 0));
+  if (m->ntendon > 0) return refuse(err, size, "tendon %s: tendons are not supported", name(m, mjOBJ_TENDON, 0).s);
   if (m->opt.density > 0 || m->opt.viscosity > 0 || m->opt.wind[0] || m->opt.wind[1] || m->opt.wind[2])
     return refuse(err, size, "fluid forces (density, viscosity or wind) are not supported");
   for (int b = 0; b < m->nbody; b++)
     if (m->body_gravcomp[b] != 0)
-      return refuse(err, size, "body '%s' has gravity compensation", name(m, mjOBJ_BODY, b));
+      return refuse(err, size, "body %s has gravity compensation", name(m, mjOBJ_BODY, b).s);
   for (int j = 0; j < m->njnt; j++) {
     for (int k = 0; k < mjNPOLY; k++)
       if (m->jnt_stiffnesspoly[mjNPOLY * j + k] != 0)
-        return refuse(err, size, "joint '%s' has a nonlinear spring", name(m, mjOBJ_JOINT, j));
+        return refuse(err, size, "joint %s has a nonlinear spring", name(m, mjOBJ_JOINT, j).s);
     if (m->jnt_actfrclimited[j])
-      return refuse(err, size, "joint '%s' limits actuator forces", name(m, mjOBJ_JOINT, j));
+      return refuse(err, size, "joint %s limits actuator forces", name(m, mjOBJ_JOINT, j).s);
   }
   for (int i = 0; i < m->nv; i++)
     for (int k = 0; k < mjNPOLY; k++)
       if (m->dof_dampingpoly[mjNPOLY * i + k] != 0)
-        return refuse(err, size, "joint '%s' has nonlinear damping", name(m, mjOBJ_JOINT, m->dof_jntid[i]));
+        return refuse(err, size, "joint %s has nonlinear damping", name(m, mjOBJ_JOINT, m->dof_jntid[i]).s);
   if (m->nu != m->nactuator) return refuse(err, size, "actuators with several controls are not supported");
   if (m->opt.disableactuator != 0)
     return refuse(err, size, "actuator groups are disabled (opt.disableactuator): not supported");
   for (int i = 0; i < m->nplugin; i++) {
     const mjpPlugin* plugin = mjp_getPluginAtSlot(m->plugin[i]);
     if (plugin && (plugin->capabilityflags & (mjPLUGIN_PASSIVE | mjPLUGIN_ACTUATOR)))
-      return refuse(err, size, "plugin '%s' adds passive or actuator forces", plugin->name);
+      return refuse(err, size, "plugin %s adds passive or actuator forces", plugin->name);
   }
   if (mjcb_passive || mjcb_control || mjcb_act_gain || mjcb_act_bias || mjcb_act_dyn)
     return refuse(err, size, "a MuJoCo callback (mjcb_*) is installed: its forces are not rolled out");
   for (int a = 0; a < m->nactuator; a++) {
-    const char* an = name(m, mjOBJ_ACTUATOR, a);
+    const elem_name name_a = name(m, mjOBJ_ACTUATOR, a);
+    const char* an = name_a.s;
     if (m->actuator_trntype[a] != mjTRN_JOINT)
-      return refuse(err, size, "actuator '%s' does not act on a joint", an);
+      return refuse(err, size, "actuator %s does not act on a joint", an);
     if (m->actuator_dyntype[a] != mjDYN_NONE)
-      return refuse(err, size, "actuator '%s' has activation dynamics", an);
+      return refuse(err, size, "actuator %s has activation dynamics", an);
     if (m->actuator_gaintype[a] != mjGAIN_FIXED && m->actuator_gaintype[a] != mjGAIN_AFFINE)
-      return refuse(err, size, "actuator '%s': only fixed and affine gains are supported", an);
+      return refuse(err, size, "actuator %s: only fixed and affine gains are supported", an);
     if (m->actuator_biastype[a] != mjBIAS_NONE && m->actuator_biastype[a] != mjBIAS_AFFINE)
-      return refuse(err, size, "actuator '%s': only affine bias is supported", an);
+      return refuse(err, size, "actuator %s: only affine bias is supported", an);
     if (m->actuator_delay[a] != 0 || m->actuator_historyadr[a] >= 0)
-      return refuse(err, size, "actuator '%s' has a delay", an);
+      return refuse(err, size, "actuator %s has a delay", an);
     for (int k = 0; k < mjNPOLY; k++)
       if (m->actuator_dampingpoly[mjNPOLY * a + k] != 0)
-        return refuse(err, size, "actuator '%s' has nonlinear damping", an);
-    if (m->actuator_ctrlnum[a] != 1) return refuse(err, size, "actuator '%s' has several controls", an);
+        return refuse(err, size, "actuator %s has nonlinear damping", an);
+    if (m->actuator_ctrlnum[a] != 1) return refuse(err, size, "actuator %s has several controls", an);
   }
   if (!off(m, mjDSBL_CONSTRAINT)) {  // constraints are not rolled out: they must be impossible
     if (m->neq > 0 && !off(m, mjDSBL_EQUALITY))
-      return refuse(err, size, "equality '%s' is a constraint", name(m, mjOBJ_EQUALITY, 0));
+      return refuse(err, size, "equality %s is a constraint", name(m, mjOBJ_EQUALITY, 0).s);
     for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++)
-      if (m->jnt_limited[j]) return refuse(err, size, "joint '%s' has limits", name(m, mjOBJ_JOINT, j));
+      if (m->jnt_limited[j]) return refuse(err, size, "joint %s has limits", name(m, mjOBJ_JOINT, j).s);
     for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++)
       if (m->dof_frictionloss[i] > 0)
-        return refuse(err, size, "joint '%s' has friction loss", name(m, mjOBJ_JOINT, m->dof_jntid[i]));
+        return refuse(err, size, "joint %s has friction loss", name(m, mjOBJ_JOINT, m->dof_jntid[i]).s);
     for (int g1 = 0; g1 < m->ngeom && !off(m, mjDSBL_CONTACT); g1++)
       for (int g2 = g1 + 1; g2 < m->ngeom; g2++) {
         int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
         if (b1 == b2 || (m->body_weldid[b1] == 0 && m->body_weldid[b2] == 0)) continue;
         if ((m->geom_contype[g1] & m->geom_conaffinity[g2]) || (m->geom_contype[g2] & m->geom_conaffinity[g1]))
-          return refuse(err, size, "geoms '%s' and '%s' can collide (contacts are not rolled out)",
-                        name(m, mjOBJ_GEOM, g1), name(m, mjOBJ_GEOM, g2));
+          return refuse(err, size, "geoms %s and %s can collide (contacts are not rolled out)",
+                        name(m, mjOBJ_GEOM, g1).s, name(m, mjOBJ_GEOM, g2).s);
       }
     if (m->npair > 0 && !off(m, mjDSBL_CONTACT))
-      return refuse(err, size, "contact pair '%s'", name(m, mjOBJ_PAIR, 0));
+      return refuse(err, size, "contact pair %s", name(m, mjOBJ_PAIR, 0).s);
   }
   return 0;
 }
@@ -160,8 +167,8 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   *out = NULL;
   if (check_model(m, err, err_size)) return 1;
   if (links > 0 && m->nu > 0)
-    return refuse(err, err_size, "actuator '%s': an extended chain takes no actuators (its repeats "
-                  "would need controls of their own)", name(m, mjOBJ_ACTUATOR, 0));
+    return refuse(err, err_size, "actuator %s: an extended chain takes no actuators (its repeats "
+                  "would need controls of their own)", name(m, mjOBJ_ACTUATOR, 0).s);
   chainfd_rollout* r = calloc(1, sizeof(*r));
   if (!r) return refuse(err, err_size, "out of memory");
   if (cfd_chain_from_model(m, &r->chain, err, err_size)) {
@@ -174,8 +181,8 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   }
   if (links > 0 && r->chain.body[1] == r->chain.body[0]) {  // the repeat must start a body
     char why[256];
-    snprintf(why, sizeof why, "body '%s' carries the chain's first two joints: the repeated links "
-             "would begin inside it", name(m, mjOBJ_BODY, r->chain.body[0]));
+    snprintf(why, sizeof why, "body %s carries the chain's first two joints: the repeated links "
+             "would begin inside it", name(m, mjOBJ_BODY, r->chain.body[0]).s);
     chainfd_rollout_free(r);
     return refuse(err, err_size, "%s", why);
   }

@@ -39,8 +39,16 @@ int main(int argc, char** argv) {
   const char* path = CHAINFD_SCENES_DIR "/arm7.xml";
   int iters = 60, B = 1024, device = chainfd_gpu_count() > 0 ? 0 : CHAINFD_CPU;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--samples") && i + 1 < argc) B = atoi(argv[++i]);
+    if ((!strcmp(argv[i], "--iters") || !strcmp(argv[i], "--samples")) && i + 1 < argc) {
+      char* end = NULL;
+      long v = strtol(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end || v < 1 || v > 1000000) {
+        fprintf(stderr, "%s takes a whole number from 1 to 1000000, not '%s'\n", argv[i], argv[i + 1]);
+        return 2;
+      }
+      *(!strcmp(argv[i], "--iters") ? &iters : &B) = (int)v;
+      i++;
+    }
     else if (!strcmp(argv[i], "--cpu")) device = -1;
     else path = argv[i];
   }

@@ -92,9 +92,13 @@ CHAINFD_API int chainfd_gpu_count(void);
 
 typedef struct chainfd_stats {
   long long steps_chainfd;     // steps and forwards computed by chainfd
-  long long steps_mujoco;      // steps and forwards handed to MuJoCo (fallback=mujoco)
+  long long steps_mujoco;      // steps and forwards MuJoCo computed: fallbacks (fallback=mujoco),
+                               // and every call where backend "mujoco" was chosen (below)
   long long refusals;          // calls refused (fallback=error)
-  const char* backend;         // the back end in use, e.g. "cpu.fast" ("" with a config error)
+  const char* backend;         // the back end in use, e.g. "cpu.fast" ("" with a config error);
+                               // "mujoco": backend=auto chose MuJoCo's own mj_step / mj_forward,
+                               // the faster on the CPU for a chain of at most 18 dofs (under
+                               // fallback=mujoco only; backend=cpu keeps chainfd's dynamics)
   const char* last_fallback;   // why the last fallback or refusal happened ("" when none)
 } chainfd_stats;
 

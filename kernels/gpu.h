@@ -13,8 +13,8 @@
 // (CFD_DEVICE) the kernels write it in place, so a failed call may leave it partly written. A context
 // serves one thread at a time. The GPU path does not check its inputs for NaN (the single-state
 // solver does): a NaN state gives NaN qacc.
-#ifndef CHAINFD_BATCH_H
-#define CHAINFD_BATCH_H
+#ifndef CHAINFD_GPU_H
+#define CHAINFD_GPU_H
 
 #include <stddef.h>
 
@@ -68,7 +68,8 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 // 64: begin launches the sweep out and the articulated inertias' part of the sweep in and brings
 // their factors down while the caller works, finish runs the bias forces' and accelerations'
 // sweeps on the host from them and tau, two O(n) passes (aba_world_tau.h). ABIA where cfd_gpu_fd
-// would run the scans over blocks of links (longer chains, B <= 64): begin launches the blocks'
+// would run the scans over blocks of links (129 to 256 links up to B = 64, longer chains up to
+// B = 512; cfd_gpu_abia_rule): begin launches the blocks'
 // maps and the velocity and Riccati scans, finish the rest. Otherwise begin keeps the states on
 // the host and finish is cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
 // begin must end in finish or cancel; between them the context takes no other call. Returns as
@@ -117,7 +118,7 @@ typedef enum {
 
 typedef struct cfd_gpu_tuning {
   int abia_kernel;          // cfd_abia_kernel; a kernel forced where it cannot run (a chain too
-                            // long, or without joint frames) is replaced as the rule would
+                            // long, or without joint frames) is replaced by the nearest that can
   int scan_links;           // the scan kernel's links per block (0: the rule)
   int scan_groups;          // its groups of 8 lanes per thread block (0: the rule; 4 to 32)
   int cfa_threads;          // CFA's threads per block (0: by n and B)
@@ -130,7 +131,8 @@ typedef struct cfd_gpu_tuning {
   int rollout_no_scan;      // long-chain rollouts by the lanes instead of the scan kernel
   int profile;              // the CFA and scan kernels record their phases' end times (instance 0)
   // A kernel from outside the library (bench/variants) in place of cuda.abia's own, called with g's
-  // buffers and stream as the library's launch would be; returns a cudaError_t. NULL: none.
+  // buffers and stream as the library's launch would be; returns a cudaError_t. NULL: none. A
+  // split call (cfd_gpu_fd_begin) then holds the states on the host: nothing of it overlaps.
   int (*abia_launch)(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
                      const double* extra, double* qacc);
 } cfd_gpu_tuning;
@@ -188,4 +190,4 @@ int cfd_gpu_rollout_instance_warnings(const cfd_gpu_rollout* r, int* counts, cha
 }
 #endif
 
-#endif  // CHAINFD_BATCH_H
+#endif  // CHAINFD_GPU_H

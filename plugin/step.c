@@ -279,17 +279,16 @@ static void remember_model(chainfd_stepper* s, const mjModel* m) {
 // in docs/RESULTS.md). Not under fallback=error, which asks for chainfd's dynamics or a refusal.
 #define STEP_MUJOCO_MAX_NV 18
 
-// step: for a step (1) or a forward (0). A call refused whatever the state (by the model or the
-// options) reads no chain: its parameters need no look until the options or the mjModel change
-// (an edit in place of a model refused for its parameters, a massless link under CFA, keeps that
-// refusal until then).
+// step: for a step (1) or a forward (0). The parameters are compared even where the model or the
+// options refuse every call: an edit in place can lift the refusal (a tendon's damping or armature
+// set to zero, a massless link given mass).
 static void refresh_for_options(chainfd_stepper* s, const mjModel* m, int step) {
+  (void)step;
   // MuJoCo's own steps read neither the chain nor the options: only another mjModel (another nv)
   // can change that choice
   int same = m == s->model_seen && m->signature == s->signature_seen;
   if (s->use_mujoco && same) return;
-  if (same && s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption)) &&
-      (!s->solver || (step ? s->step_refusal : s->forward_refusal)[0] || same_model(s, m)))
+  if (same && s->opt_valid && !memcmp(&s->opt_seen, &m->opt, sizeof(mjOption)) && same_model(s, m))
     return;
   s->last_said = NULL;  // the reasons below are written again
   memcpy(&s->opt_seen, &m->opt, sizeof(mjOption));  // bytes, padding included, for the memcmp
@@ -837,8 +836,15 @@ static int check_model(chainfd_stepper* s, const mjModel* m) {
   if (m->nq != s->nq || m->nv != s->nv || m->na != s->na || m->nu != s->nu || m->nbody != s->nbody ||
       m->njnt != s->njnt || m->ntendon != s->ntendon ||
       (m != s->model_seen && mj_stateSize(m, mjSTATE_INTEGRATION) != s->nstate)) {
-    cfd_set_last_error("%s: this stepper was made for another model (nq=%ld nv=%ld, not nq=%ld nv=%ld)",
-                       s->label, (long)s->nq, (long)s->nv, (long)m->nq, (long)m->nv);
+    cfd_set_last_error("%s: this stepper was made for another model (nq nv na nu nbody njnt ntendon "
+                       "%ld %ld %ld %ld %ld %ld %ld, not %ld %ld %ld %ld %ld %ld %ld%s)",
+                       s->label, (long)s->nq, (long)s->nv, (long)s->na, (long)s->nu,
+                       (long)s->nbody, (long)s->njnt, (long)s->ntendon, (long)m->nq, (long)m->nv,
+                       (long)m->na, (long)m->nu, (long)m->nbody, (long)m->njnt, (long)m->ntendon,
+                       m->nq == s->nq && m->nv == s->nv && m->na == s->na && m->nu == s->nu &&
+                               m->nbody == s->nbody && m->njnt == s->njnt && m->ntendon == s->ntendon
+                           ? "; the integration state's size differs"
+                           : "");
     return 1;
   }
   return 0;

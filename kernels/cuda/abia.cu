@@ -288,7 +288,7 @@ static cfd_abia_kernel abia_kernel_for(const cfd_gpu* g, int B) {
 // warp), up to ABIA_WW_MAX_B states: tau's share is then a host sweep (aba_world_tau.h, O(n) per
 // state), with no second launch and no second round trip. Forced, only where the world warps are.
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
-  if (!g->maps_host || B > ABIA_WW_MAX_B) return 0;
+  if (!g->maps_host || B > ABIA_WW_MAX_B || g->tune.abia_launch) return 0;
   if (g->tune.abia_kernel) return abia_forced(g, B, g->tune.abia_kernel) == CFD_ABIA_WORLD_WARPS;
   return g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N;
 }
@@ -296,7 +296,7 @@ int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
 // A split call that the world warps' resident kernel does not take (cfd_gpu_abia_splits) takes the
 // scan kernel's two launches where a plain launch of B states would run the scans.
 int cfd_gpu_abia_scan_splits(const cfd_gpu* g, int B) {
-  return !cfd_gpu_abia_splits(g, B) && abia_kernel_for(g, B) == CFD_ABIA_SCAN;
+  return !g->tune.abia_launch && !cfd_gpu_abia_splits(g, B) && abia_kernel_for(g, B) == CFD_ABIA_SCAN;
 }
 
 int cfd_gpu_abia_split_kind(const cfd_gpu* g, int B) {
