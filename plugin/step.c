@@ -69,6 +69,8 @@ struct chainfd_stepper {
   uint64_t signature_seen;
   unsigned char* params_seen;
   size_t params_bytes;
+  cfd_model_array arrays_seen[CFD_CHAIN_MODEL_ARRAYS + 2];  // where model_seen keeps them
+  int narrays_seen;
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
   int use_mujoco;             // backend=auto took MuJoCo's own dynamics (a short chain): each
@@ -255,17 +257,18 @@ static size_t model_params_bytes(const mjModel* m) {
 // keeps pointer and signature; under 2 kB for a 7-dof arm, cheaper than hashing them).
 static int same_model(const chainfd_stepper* s, const mjModel* m) {
   if (m != s->model_seen || m->signature != s->signature_seen) return 0;
-  cfd_model_array a[MODEL_ARRAYS];
+  const cfd_model_array* a = s->arrays_seen;  // (m's own arrays: the same mjModel)
   const unsigned char* p = s->params_seen;
-  for (int k = 0, n = model_arrays(m, a); k < n; p += a[k].bytes, k++)
+  for (int k = 0; k < s->narrays_seen; p += a[k].bytes, k++)
     if (a[k].bytes && memcmp(p, a[k].data, a[k].bytes)) return 0;
   return 1;
 }
 
 static void remember_model(chainfd_stepper* s, const mjModel* m) {
-  cfd_model_array a[MODEL_ARRAYS];
+  cfd_model_array* a = s->arrays_seen;
   unsigned char* p = s->params_seen;
-  for (int k = 0, n = model_arrays(m, a); k < n; p += a[k].bytes, k++)
+  s->narrays_seen = model_arrays(m, a);
+  for (int k = 0; k < s->narrays_seen; p += a[k].bytes, k++)
     if (a[k].bytes) memcpy(p, a[k].data, a[k].bytes);
   s->model_seen = m;
   s->signature_seen = m->signature;
@@ -866,10 +869,11 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
     return CHAINFD_OK;
   }
   s->saved_valid = 0;
-  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
-  s->timer_valid = 1;
+  s->timer_valid = 0;  // a static refusal comes before anything is counted
   const char* why = static_refusal(s, 0);
   if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
+  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
+  s->timer_valid = 1;
   int ev = evaluate(s, m, d, 0);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 0, SAID_SOLVER, s->solver_failure);
   if (ev == EVAL_CONSTRAINED) {
@@ -889,12 +893,13 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
     s->steps_mujoco++;
     return CHAINFD_OK;
   }
-  double start = timer_now();
   s->saved_valid = 0;
-  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
-  s->timer_valid = 1;
+  s->timer_valid = 0;  // a static refusal comes before anything is counted
   const char* why = static_refusal(s, 1);
   if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
+  double start = timer_now();
+  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
+  s->timer_valid = 1;
 
   if (s->cfg.fallback_error) {
     mj_getState(m, d, s->saved, mjSTATE_INTEGRATION);
