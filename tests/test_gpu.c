@@ -163,13 +163,13 @@ static void test_case(const gpu_case* tc) {
         }
         printf("%-44s n=%-5d %-10s B=%-5d diag=%d max_rel_err=%.2e twin_err=%.2e kernel=%.3f ms\n",
                tc->model, n, cfd_gpu_algorithm_name(alg), B, with_extra, e, et, ms);
-        // single precision: its error is measured and bounded loosely where it is meaningful
-        // (short chains); on long random chains float32 ABA has no correct digits to promise
-        // f32: measured on the H100 up to 2.9e-4 (random states, 200 links), 1.7e-4 at 33 links
+        // single precision: bounded loosely where the bound is meaningful (short chains); on
+        // long random chains float32 ABA has no correct digits to promise. Its rounding grows
+        // with the chain's length; 1e-3 leaves a margin of a few times up to 200 links
+        // (figures: docs/RESULTS.md)
         double tol = alg == CFD_GPU_ABIA_F32 ? 1e-3 : tc->tol;
         // CFA accepts its refinement's result within CFD_CFA_ACCEPT (1e-8, cfa_blocks.h), the
-        // issue's bound for long chains; past 200 links that is its bound (measured 2.9e-9 at
-        // 1024 links, B = 1000)
+        // bound for long chains; past 200 links that is its bound here too
         if (alg == CFD_GPU_CFA && n > 200 && tol < CFD_CFA_ACCEPT) tol = CFD_CFA_ACCEPT;
         EXPECT(e <= tol, "%s %s B=%d: %.3e > %.1e", tc->model, cfd_gpu_algorithm_name(alg), B, e, tol);
         EXPECT(et <= tol, "%s %s B=%d: against its CPU twin %.3e > %.1e", tc->model,
@@ -191,7 +191,7 @@ static void test_case(const gpu_case* tc) {
         // cuda.abia's split call against its CPU twin (cpu/abia_split_cpu.c), on the first state,
         // where the world warps' resident kernel takes it; where the scan kernel's two launches
         // take it, against the scans' twin on the same blocks (apart by the scans' grouping and
-        // rounding: up to 2.4e-10 at 1024 links on the H100, as test_abia_scan's)
+        // rounding only, as in test_abia_scan)
         double ets = -1;
         int kind = alg == CFD_GPU_ABIA ? cfd_gpu_abia_split_kind(g, B) : 0;
         if (kind == 1) {
@@ -286,8 +286,8 @@ static void test_abia_variants(int quick) {
 }
 
 // A chain whose last link has no inertia and no armature: its pivot d is zero, and every ABIA
-// kernel must say so (the world-blocks kernel once reported only the first lane's pivots: the
-// last link of 40 sits on lane 7 of the second block).
+// kernel must say so, from every lane's pivots and not only the first lane's (the last link of
+// 40 sits on lane 7 of the second block).
 static void test_abia_singular(void) {
   static const struct { int v; const char* name; } kinds[] = {
       {CFD_ABIA_THREAD, "global lean"}, {CFD_ABIA_LANES, "lanes"}, {CFD_ABIA_WORLD_WARP, "world blocks"},
@@ -417,8 +417,8 @@ static void test_abia_split_paths(void) {
 // and scans) on the first state.
 static void test_abia_scan(int quick) {
   // tol: against the reference; twin_tol: against the CPU twin with the same blocks, apart by
-  // rounding only (fused multiply-adds). Measured on the H100: 4e-14 at 144 links, 1.2e-10 at
-  // 1024 (blocks of 5), 9e-11 at 16,384; the bounds leave about 4x.
+  // rounding only (fused multiply-adds), which grows with the chain's length; the bounds leave
+  // a margin of about 4 over what the device gives (figures: docs/RESULTS.md).
   static const struct { const char* model; int tile; double tol, twin_tol; } chains[] = {
       {"chain:120,random=1,seed=47,slide=0.2,multijoint=1,armature=0.02", 0, 1e-10, 1e-11},
       {"chain:1000,random=1,seed=48,armature=0.01", 1024, 1e-9, 5e-10},

@@ -108,9 +108,9 @@ static void test_model(const char* spec) {
   mj_deleteModel(m);
 }
 
-// At an equilibrium qacc is rounding noise: every back end must return it, not refuse. (CFA's
-// convergence test once measured its corrections against qacc alone and refused these states: the
-// 7-dof arm holding still against gravity in the viewer.)
+// At an equilibrium qacc is rounding noise: every back end must return it, not refuse. (A
+// convergence test that weighs corrections against qacc alone would refuse these states: the
+// 7-dof arm holding still against gravity.)
 static void test_equilibrium(void) {
   char err[1024];
   mjModel* m = cfd_load_model(CHAINFD_SCENES_DIR "/arm7.xml", err, sizeof err);
@@ -205,8 +205,8 @@ static void test_pitched_screw(void) {
 // against the reference, on every model with random states and joint-diagonal terms, and on a
 // pitched screw. Its rounding grows with the chain's extent in link lengths (the world origin is
 // its reference point, where the chain's base is moved): within 1e-11 up to 32 links, where the GPU
-// uses it (measured 5e-15 on the arm, 6e-15 with its base 100 m away, 9e-13 on slide_hinge), and
-// 1.6e-10 at 64 links with gravity off (kept as a bound, 1e-9).
+// uses it, with a wide margin even with the base 100 m away; at 64 links with gravity off the
+// bound is looser, 1e-9 (figures: docs/RESULTS.md).
 static void test_aba_world(void) {
   char err[1024];
   size_t nm = sizeof(models) / sizeof(models[0]);
@@ -380,8 +380,8 @@ static void test_abia_scan(void) {
         worst = cfd_worst(worst, e);
       }
       printf("\n");
-      // 1e-11 up to 200 links, growing with the chain (measured: 2e-11 at 1024 links, 1.6e-11 at
-      // 4096, 1.2e-10 at 16,384, where cpu.fast is at 4.4e-9)
+      // 1e-11 up to 200 links, then growing linearly with the chain, as its rounding does (still
+      // tighter than cpu.fast's error on the longest chains; figures: docs/RESULTS.md)
       double bound = n <= 200 ? 1e-11 : 1e-11 * n / 200;
       EXPECT(st == 0 && worst <= bound, "abia scan, %d links: status %d, error %.2e (bound %.1e)",
              n, st, worst, bound);

@@ -628,8 +628,8 @@ int main(int argc, char** argv) {
     tuning = (cfd_gpu_tuning){0};
     gpu_against_cpu(long300, mjINT_EULER, 1025, 2, 0);
     EXPECT(scan_steps == before, "the lanes' rollouts took the scan kernel");
-    // the scan kernel's rollouts against mj_step itself (the CPU rollout measured 1.5e-11 and
-    // 8.7e-11 in qpos, 5.8e-10 and 1.2e-8 in qvel)
+    // the scan kernel's rollouts against mj_step itself (figures for the CPU rollout on these
+    // chains: docs/RESULTS.md)
     against_mujoco_on(long300, mjINT_IMPLICITFAST, 2, 20, 1e-9, 0);
     against_mujoco_on(long1000, mjINT_EULER, 1, 8, 1e-9, 0);
     EXPECT(scan_steps - before == 20 + 8, "the rollouts against mj_step took "
@@ -641,7 +641,7 @@ int main(int argc, char** argv) {
     threads_against_serial(long300, 0, 3, 8);
     TEST_EXIT();
   }
-  // a long chain (measured 1.5e-11 in qpos, 5.8e-10 in qvel)
+  // a long chain: rounding grows with its length, within 1e-9 (figures: docs/RESULTS.md)
   against_mujoco("chain:300,random=1,seed=11,damping=0.1,armature=0.01,stiffness=0.5,actuators=1",
                  mjINT_IMPLICITFAST, 2, 20, 1e-9);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER, 4, 100, 1e-9);

@@ -552,7 +552,7 @@ static void test_foreign_instance(void) {
   mj_deleteModel(m);
 }
 
-// --- issue 29: what used to be silent or misleading ---------------------------------------------------
+// --- configurations and models that must not pass silently ---------------------------------------
 
 // chainfd_step must return code with a message containing every word, mjData byte for byte as before.
 static void expect_error(const char* what, const char* xml, int code, const char* const* words) {
