@@ -271,16 +271,31 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
   cfd_rng rng = {seed ^ 0x5DEECE66Dull};
   cfd_random_state(m, start, &rng, CFD_RANDOM_ALL);
 
-  // MuJoCo against itself from qpos + 1e-15: how chaotic the free-running trajectory is
+  // MuJoCo against itself from qpos + 1e-15: how chaotic the free-running trajectory is; and
+  // whether MuJoCo's own trajectory went unstable and was reset (mj_step's bad-state reset): the
+  // comparisons after a reset start from rest, which says less
   double chaos = 0;
+  int resets = 0, first_reset = -1;
   mj_copyData(traj, m, start);
   mj_copyData(one, m, start);
   for (int i = 0; i < nq; i++) one->qpos[i] += 1e-15;
   for (int k = 0; k < steps; k++) {
+    int bad = traj->warning[mjWARN_BADQPOS].number + traj->warning[mjWARN_BADQVEL].number +
+              traj->warning[mjWARN_BADQACC].number;
     mj_step(m, traj);
     mj_step(m, one);
     chaos = cfd_worst(chaos, max_abs_diff(one->qpos, traj->qpos, nq));
+    if (traj->warning[mjWARN_BADQPOS].number + traj->warning[mjWARN_BADQVEL].number +
+            traj->warning[mjWARN_BADQACC].number != bad) {
+      resets++;
+      if (first_reset < 0) first_reset = k;
+    }
   }
+  if (resets)
+    printf("steps: MuJoCo's own trajectory from this random start went unstable and was reset %d "
+           "time%s (first at step %d): the comparisons from then on start from rest (another "
+           "--seed, or a model with more mass, tests more states)\n",
+           resets, resets > 1 ? "s" : "", first_reset);
 
   for (int b = 0; b < cfd_backend_count(); b++) {
     const char* name = cfd_backend_get(b)->name;
@@ -377,6 +392,8 @@ int cfd_cmd_check(int argc, char** argv) {
   }
   // what chainfd_step does with the model as written, before constraints are disabled below
   int never_steps = predict_stepper(m) == STEPPER_NEVER;
+  printf("  (the stepper line is the model's own configuration; the checks below take each back "
+         "end as asked)\n");
   m->opt.disableflags |= mjDSBL_CONSTRAINT;  // contacts, limits, equality: not chain dynamics
 
   // the chain, the state gathering, the reference and inverse dynamics go through cpu.fast
