@@ -59,12 +59,6 @@ static int geoms_may_collide(const mjModel* m, int g1, int g2) {
   return 1;
 }
 
-static const char* quoted(const mjModel* m, int type, int id, char* buf, int size) {
-  const char* s = mj_id2name(m, type, id);
-  if (s && s[0]) snprintf(buf, size, "'%s'", s);
-  else snprintf(buf, size, "#%d", id);
-  return buf;
-}
 
 // The model's elements that make constraint rows in some states (then MuJoCo takes the step):
 // possible contacts, limited joints and tendons. "" when none.
@@ -83,7 +77,7 @@ static void conditional_constraints(const mjModel* m, char* out, int size) {
         if (geoms_may_collide(m, g1, g2)) {
           found = 1;
           CFD_APPEND("contacts (for one, geoms %s and %s can touch)",
-                     quoted(m, mjOBJ_GEOM, g1, a, sizeof a), quoted(m, mjOBJ_GEOM, g2, b, sizeof b));
+                     cfd_mj_name(m, mjOBJ_GEOM, g1, a, sizeof a), cfd_mj_name(m, mjOBJ_GEOM, g2, b, sizeof b));
         }
   }
   if (!(m->opt.disableflags & mjDSBL_LIMIT)) {
@@ -92,13 +86,13 @@ static void conditional_constraints(const mjModel* m, char* out, int size) {
       if (m->jnt_limited[j] && nlim++ == 0) first = j;
     if (nlim)
       CFD_APPEND("%sjoint limits (%d limited joint%s: %s%s)", len ? ", " : "", nlim, nlim > 1 ? "s" : "",
-                 quoted(m, mjOBJ_JOINT, first, a, sizeof a), nlim > 1 ? ", ..." : "");
+                 cfd_mj_name(m, mjOBJ_JOINT, first, a, sizeof a), nlim > 1 ? ", ..." : "");
     nlim = 0;
     for (int t = 0; t < m->ntendon; t++)
       if (m->tendon_limited[t] && nlim++ == 0) first = t;
     if (nlim)
       CFD_APPEND("%stendon limits (%d limited tendon%s: %s%s)", len ? ", " : "", nlim, nlim > 1 ? "s" : "",
-                 quoted(m, mjOBJ_TENDON, first, a, sizeof a), nlim > 1 ? ", ..." : "");
+                 cfd_mj_name(m, mjOBJ_TENDON, first, a, sizeof a), nlim > 1 ? ", ..." : "");
   }
 #undef CFD_APPEND
 }

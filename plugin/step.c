@@ -282,11 +282,10 @@ static void remember_model(chainfd_stepper* s, const mjModel* m) {
 // in docs/RESULTS.md). Not under fallback=error, which asks for chainfd's dynamics or a refusal.
 #define STEP_MUJOCO_MAX_NV 18
 
-// step: for a step (1) or a forward (0). The parameters are compared even where the model or the
-// options refuse every call: an edit in place can lift the refusal (a tendon's damping or armature
-// set to zero, a massless link given mass).
-static void refresh_for_options(chainfd_stepper* s, const mjModel* m, int step) {
-  (void)step;
+// The parameters are compared even where the model or the options refuse every call: an edit in
+// place can lift the refusal (a tendon's damping or armature set to zero, a massless link given
+// mass).
+static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   // MuJoCo's own steps read neither the chain nor the options: only another mjModel (another nv)
   // can change that choice
   int same = m == s->model_seen && m->signature == s->signature_seen;
@@ -359,7 +358,7 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
     snprintf(err, err_size, "%s: out of memory", label);
     return NULL;
   }
-  refresh_for_options(s, m, 1);
+  refresh_for_options(s, m);
   return s;
 }
 
@@ -860,20 +859,32 @@ static const char* static_refusal(const chainfd_stepper* s, int step) {
   return step ? s->step_refusal : s->forward_refusal;
 }
 
-int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
+// What every call does first (step: a step, else a forward): the model's checks, then MuJoCo's
+// own call where auto chose it or a static refusal holds. CHAINFD_OK with *done 0 when chainfd
+// goes on (d->timer then saved, for a later hand-over to put back).
+static int call_begin(chainfd_stepper* s, const mjModel* m, mjData* d, int step, int* done) {
+  *done = 1;
   if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
-  refresh_for_options(s, m, 0);
+  refresh_for_options(s, m);
   if (s->use_mujoco) {  // MuJoCo's own, chosen as the faster (not a fallback: nothing to say)
-    mj_forward(m, d);
+    if (step) mj_step(m, d);
+    else mj_forward(m, d);
     s->steps_mujoco++;
     return CHAINFD_OK;
   }
   s->saved_valid = 0;
   s->timer_valid = 0;  // a static refusal comes before anything is counted
-  const char* why = static_refusal(s, 0);
-  if (why[0]) return hand_over(s, m, d, 0, SAID_MODEL, why);
+  const char* why = static_refusal(s, step);
+  if (why[0]) return hand_over(s, m, d, step, SAID_MODEL, why);
   memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
   s->timer_valid = 1;
+  *done = 0;
+  return CHAINFD_OK;
+}
+
+int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
+  int done, st = call_begin(s, m, d, 0, &done);
+  if (done) return st;
   int ev = evaluate(s, m, d, 0);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 0, SAID_SOLVER, s->solver_failure);
   if (ev == EVAL_CONSTRAINED) {
@@ -886,20 +897,9 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
 }
 
 int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
-  if (check_model(s, m)) return CHAINFD_ERR_CONFIG;
-  refresh_for_options(s, m, 1);
-  if (s->use_mujoco) {
-    mj_step(m, d);
-    s->steps_mujoco++;
-    return CHAINFD_OK;
-  }
-  s->saved_valid = 0;
-  s->timer_valid = 0;  // a static refusal comes before anything is counted
-  const char* why = static_refusal(s, 1);
-  if (why[0]) return hand_over(s, m, d, 1, SAID_MODEL, why);
   double start = timer_now();
-  memcpy(s->saved_timer, d->timer, sizeof s->saved_timer);
-  s->timer_valid = 1;
+  int done, st = call_begin(s, m, d, 1, &done);
+  if (done) return st;
 
   if (s->cfg.fallback_error) {
     mj_getState(m, d, s->saved, mjSTATE_INTEGRATION);
