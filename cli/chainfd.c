@@ -27,7 +27,7 @@ static void usage(FILE* f) {
           "                  free-running divergence beside MuJoCo's own is shown, not judged\n"
           "  A bad option value exits with status 2; out of memory with status 1.\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
-          "       stiffness=K,actuators=1,gravity=0,multijoint=1]; default %s\n",
+          "       stiffness=K,actuators=1|2,gravity=0,multijoint=1,timestep=T]; default %s\n",
           CFD_DEFAULT_SCENE);
 }
 

@@ -15,11 +15,12 @@
 //
 // Every key is optional; the defaults are backend=auto, precision=double, device=auto (a GPU when
 // this build has a GPU back end, the CPU otherwise), fallback=mujoco. Unknown keys are rejected by
-// MuJoCo's compiler. Unknown values, a GPU device or float precision with no GPU back end (this
-// build has CPU back ends only), a GPU back end named exactly (cuda.*) without a CUDA device, and
-// a model declaring more than one chainfd instance are reported by chainfd_step /
-// chainfd_forward, which then return CHAINFD_ERR_CONFIG and leave mjData untouched. backend=auto with a GPU device index and no GPU
-// back end runs on the CPU instead and says so once (on stderr).
+// MuJoCo's compiler. Unknown values, float precision (always refused: every back end computes in
+// double), a GPU device with no GPU back end (this build has CPU back ends only), a GPU back end
+// named exactly (cuda.*) without a CUDA device, and a model declaring more than one chainfd
+// instance are reported by chainfd_step / chainfd_forward, which then return CHAINFD_ERR_CONFIG
+// and leave mjData untouched. backend=auto with a GPU device index and no GPU back end runs on the
+// CPU instead and says so once (on stderr).
 //
 // What chainfd_step does: MuJoCo's own stage functions for everything except the mass matrix and
 // the constraint solver (kinematics, tendons, transmissions, passive forces, actuation, sensors,
@@ -75,7 +76,8 @@ enum {
   CHAINFD_ERR_NO_INSTANCE = 1,  // the model declares no chainfd plugin instance
   CHAINFD_ERR_CONFIG = 2,       // a config value is invalid or cannot be served
   CHAINFD_ERR_UNSUPPORTED = 3,  // fallback=error and chainfd cannot step this model or state
-  CHAINFD_ERR_MEMORY = 4,       // out of memory
+  CHAINFD_ERR_MEMORY = 4,       // reserved: out of memory when an instance is made is reported as
+                                // CHAINFD_ERR_CONFIG, with the message
 };
 
 // Drop-in replacements for mj_forward and mj_step. 0 on success; otherwise a CHAINFD_ERR_* code,

@@ -68,8 +68,9 @@ int cfd_gpu_fd(cfd_gpu* g, int B, const double* q, const double* qd, const doubl
 // 64: begin launches the sweep out and the articulated inertias' part of the sweep in and brings
 // their factors down while the caller works, finish runs the bias forces' and accelerations'
 // sweeps on the host from them and tau, two O(n) passes (aba_world_tau.h). ABIA where cfd_gpu_fd
-// would run the scans over blocks of links (129 to 256 links up to B = 64, longer chains up to
-// B = 512; cfd_gpu_abia_rule): begin launches the blocks'
+// would run the scans over blocks of links and the resident kernel above cannot (129 to 256 links
+// up to B = 64 without mapped page-locked memory, longer chains up to B = 512; cfd_gpu_abia_rule):
+// begin launches the blocks'
 // maps and the velocity and Riccati scans, finish the rest. Otherwise begin keeps the states on
 // the host and finish is cfd_gpu_fd. The device does not wait on the host in between: the caller may use it. Every
 // begin must end in finish or cancel; between them the context takes no other call. Returns as
