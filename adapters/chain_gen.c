@@ -570,3 +570,17 @@ mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size) {
   }
   return m;
 }
+
+int cfd_plugin_instance(const mjModel* m, const char* name) {
+  for (int i = 0; i < m->nplugin; i++) {
+    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
+    if (p && p->name && !strcmp(p->name, name)) return i;
+  }
+  return -1;
+}
+
+const char* cfd_plugin_config(const mjModel* m, int instance, const char* key) {
+  if (instance < 0) return NULL;
+  const char* v = mj_getPluginConfig(m, instance, key);
+  return v && v[0] ? v : NULL;
+}

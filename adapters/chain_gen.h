@@ -66,6 +66,11 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size);
 // Returns NULL with a message in err on failure. Free with mj_deleteModel.
 mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size);
 
+// The index in m->plugin of m's instance of the engine plugin `name`, or -1; and one of that
+// instance's config values (NULL where unset or empty, or where instance < 0).
+int cfd_plugin_instance(const mjModel* m, const char* name);
+const char* cfd_plugin_config(const mjModel* m, int instance, const char* key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,15 +157,6 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
   cfd_solver_free(s);
 }
 
-// Whether m declares a chainfd instance (then chainfd_step steps it through the plugin).
-static int declares_chainfd(const mjModel* m) {
-  for (int i = 0; i < m->nplugin; i++) {
-    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
-    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return 1;
-  }
-  return 0;
-}
-
 // --model FILE: chainfd_step (or the default stepper) against mj_step on the same states, K steps
 // from the first keyframe, the two alternating over MODEL_REPS repetitions; medians per step.
 static int bench_model(const char* path, int K, const char* backend) {
@@ -175,7 +166,7 @@ static int bench_model(const char* path, int K, const char* backend) {
     fprintf(stderr, "%s: %s\n", path, err);
     return 1;
   }
-  int plugin = declares_chainfd(m);
+  int plugin = cfd_plugin_instance(m, CHAINFD_PLUGIN_NAME) >= 0;  // then chainfd_step steps it
   chainfd_stepper* s = NULL;
   if (!plugin) {
     chainfd_config cfg = {backend, NULL, NULL, NULL};  // (NULL: auto), double, auto, fallback=mujoco

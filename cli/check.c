@@ -26,20 +26,6 @@ static const char* nm(const mjModel* m, int type, int id) {
 
 // --- what chainfd_step does with the model as written ---------------------------------------------
 
-// The model's chainfd plugin instance, or -1.
-static int chainfd_instance(const mjModel* m) {
-  for (int i = 0; i < m->nplugin; i++) {
-    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
-    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return i;
-  }
-  return -1;
-}
-
-static const char* plugin_key(const mjModel* m, int instance, const char* key) {
-  if (instance < 0) return NULL;
-  const char* v = mj_getPluginConfig(m, instance, key);
-  return v && v[0] ? v : NULL;
-}
 
 // Geoms g1, g2 can touch as mj_collision filters them: contype/conaffinity, same weld, parent-child
 // (unless filterparent is disabled), <exclude>. Distance and margins are not considered.
@@ -106,9 +92,9 @@ enum { STEPPER_STEPS = 0, STEPPER_THIS_STATE = 1, STEPPER_NEVER = 2 };
 // reproduce, constraint rows that exist in every state: frictionloss, equality, or a config error);
 // STEPPER_THIS_STATE: the initial state has contacts or active limits.
 static int predict_stepper(const mjModel* m) {
-  int inst = chainfd_instance(m);
-  chainfd_config cfg = {plugin_key(m, inst, "backend"), plugin_key(m, inst, "precision"),
-                        plugin_key(m, inst, "device"), "error"};
+  int inst = cfd_plugin_instance(m, CHAINFD_PLUGIN_NAME);
+  chainfd_config cfg = {cfd_plugin_config(m, inst, "backend"), cfd_plugin_config(m, inst, "precision"),
+                        cfd_plugin_config(m, inst, "device"), "error"};
   char err[1024], more[1024];
   chainfd_stepper* s = chainfd_stepper_create(m, &cfg, "chainfd", err, sizeof err);
   if (!s) {
@@ -130,7 +116,7 @@ static int predict_stepper(const mjModel* m) {
   // short chain on the CPU; never under fallback=error, which the prediction above uses)
   int mujoco_own = 0;
   chainfd_config own = cfg;
-  own.fallback = plugin_key(m, inst, "fallback");
+  own.fallback = cfd_plugin_config(m, inst, "fallback");
   chainfd_stepper* so = chainfd_stepper_create(m, &own, "chainfd", err, sizeof err);
   if (so) {
     chainfd_stats sto;

@@ -62,19 +62,6 @@ static int count_links(const mjModel* m) {
   return n;
 }
 
-// The model's chainfd plugin instance, or -1.
-static int chainfd_instance(const mjModel* m) {
-  for (int i = 0; i < m->nplugin; i++) {
-    const mjpPlugin* p = mjp_getPluginAtSlot(m->plugin[i]);
-    if (p && p->name && !strcmp(p->name, CHAINFD_PLUGIN_NAME)) return i;
-  }
-  return -1;
-}
-
-static const char* plugin_config(const mjModel* m, int instance, const char* key) {
-  const char* v = mj_getPluginConfig(m, instance, key);
-  return v && v[0] ? v : NULL;
-}
 
 // Resolves a back-end name (short or full) to the table name the stepper would use.
 static int resolve(const mjModel* m, const chainfd_config* cfg, char* name, int size, char* err,
@@ -226,14 +213,14 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
   }
 
   // the starting dynamics: asked for, or the model's plugin configuration, or cpu.fast
-  int instance = chainfd_instance(m);
+  int instance = cfd_plugin_instance(m, CHAINFD_PLUGIN_NAME);
   int pick = -1;
   if (backend) {
     pick = cfv_sim_find(s, backend, err, err_size);
     if (pick < 0) return 1;
   } else if (instance >= 0) {
-    chainfd_config cfg = {plugin_config(m, instance, "backend"), plugin_config(m, instance, "precision"),
-                          plugin_config(m, instance, "device"), "error"};
+    chainfd_config cfg = {cfd_plugin_config(m, instance, "backend"), cfd_plugin_config(m, instance, "precision"),
+                          cfd_plugin_config(m, instance, "device"), "error"};
     char resolved[64], why[CFV_MSG];
     if (resolve(m, &cfg, resolved, sizeof resolved, why, sizeof why))
       fprintf(stderr, "chainfd-view: the model's chainfd configuration is not usable here (%s); "
