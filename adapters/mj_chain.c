@@ -5,7 +5,9 @@
 // the link's (exactly, as a spatial inertia in the link frame). A body with k hinge/slide joints
 // becomes k links: the first carries the body's home transform from the owner link, the others an
 // identity transform, and the last the body's inertia; this is MuJoCo's own composition
-// M exp(S_1 q_1) exp(S_2 q_2)... of joints in one body. Every link must hang from the previous one.
+// M exp(S_1 q_1) exp(S_2 q_2)... of joints in one body. A ball joint becomes three links, a free
+// joint six (joints.h). Each body's first link hangs from the link that owns its parent body (the
+// world: -1), so the links form MuJoCo's kinematic tree, in its dof order.
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +43,6 @@ int cfd_refuse(char* err, int size, const char* fmt, ...) {
 }
 
 
-static const char* joint_type_name(int t) {
-  switch (t) {
-    case mjJNT_FREE: return "free";
-    case mjJNT_BALL: return "ball";
-    case mjJNT_SLIDE: return "slide";
-    case mjJNT_HINGE: return "hinge";
-    default: return "unknown";
-  }
-}
-
 // Spatial inertia of body b in a frame in which b's frame has pose (R, p).
 static void body_inertia_in(const mjModel* m, int b, const double R[9], const double p[3],
                             double J[36]) {
@@ -85,14 +77,6 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
   if (err && err_size > 0) err[0] = 0;
 
   if (m->nv == 0) return cfd_refuse(err, err_size, "the model has no joints: nothing to simulate");
-  for (int j = 0; j < m->njnt; j++) {
-    int t = m->jnt_type[j];
-    if (t != mjJNT_HINGE && t != mjJNT_SLIDE)
-      return cfd_refuse(err, err_size,
-                    "joint %s of body %s is a %s joint: chainfd supports hinge and slide joints only",
-                    cfd_mj_name(m, mjOBJ_JOINT, j, nj, sizeof nj),
-                    cfd_mj_name(m, mjOBJ_BODY, m->jnt_bodyid[j], nb, sizeof nb), joint_type_name(t));
-  }
   for (int t = 0; t < m->ntendon; t++)
     if (m->tendon_armature[t] != 0)
       return cfd_refuse(err, err_size,
@@ -106,7 +90,6 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
       return cfd_refuse(err, err_size,
                     "actuator %s has armature: chainfd reads armature from dof_armature only",
                     cfd_mj_name(m, mjOBJ_ACTUATOR, a, nx, sizeof nx));
-
   int nbody = m->nbody;
   int* owner = malloc(sizeof(int) * nbody);          // link owning each body; -1: the world
   double* inR = malloc(sizeof(double) * 9 * nbody);  // body frame in its owner's frame
@@ -146,36 +129,49 @@ int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size
                       cfd_mj_name(m, mjOBJ_BODY, b, nb, sizeof nb));
       break;
     }
-    if (own != n - 1) {  // a second child link of the same link (or of the world): a branch
-      int other = (own + 1 < n) ? c->body[own + 1] : -1;
-      status = cfd_refuse(err, err_size,
-                      "body %s branches the chain: it hangs from %s, which already carries body %s; "
-                      "chainfd needs a serial chain (one moving child per link)",
-                      cfd_mj_name(m, mjOBJ_BODY, b, nb, sizeof nb),
-                      own < 0 ? "the world" : cfd_mj_name(m, mjOBJ_BODY, c->body[own], nj, sizeof nj),
-                      cfd_mj_name(m, mjOBJ_BODY, other, nx, sizeof nx));
-      break;
-    }
     for (int k = 0; k < m->body_jntnum[b]; k++) {
-      int j = m->body_jntadr[b] + k, i = n++;
-      const double* a = m->jnt_axis + 3 * j;
-      double* S = c->screw + 6 * i;
-      if (m->jnt_type[j] == mjJNT_HINGE) {  // S = [a; p x a]
-        S[0] = a[0]; S[1] = a[1]; S[2] = a[2];
-        cfd_cross(m->jnt_pos + 3 * j, a, S + 3);
-      } else {  // S = [0; a]
-        S[3] = a[0]; S[4] = a[1]; S[5] = a[2];
+      int j = m->body_jntadr[b] + k, t = m->jnt_type[j], first = n;
+      int links = t == mjJNT_FREE ? 6 : t == mjJNT_BALL ? 3 : 1;
+      if (t == mjJNT_FREE && (k > 0 || own >= 0)) {
+        status = cfd_refuse(err, err_size, "joint %s of body %s is a free joint below a moving "
+                            "body or after another joint: MuJoCo places free joints in world",
+                            cfd_mj_name(m, mjOBJ_JOINT, j, nj, sizeof nj),
+                            cfd_mj_name(m, mjOBJ_BODY, b, nb, sizeof nb));
+        break;
       }
-      memcpy(c->home_R + 9 * i, k == 0 ? Rb : I3, 9 * sizeof(double));
-      if (k == 0) memcpy(c->home_p + 3 * i, pb, 3 * sizeof(double));
-      int dof = m->jnt_dofadr[j];
-      c->armature[i] = m->dof_armature[dof];
-      c->body[i] = b;
-      c->jnt[i] = j;
-      c->dof[i] = dof;
-      c->qpos[i] = m->jnt_qposadr[j];
-      c->qpos0[i] = m->qpos0[m->jnt_qposadr[j]];
+      for (int l = 0; l < links; l++) {
+        int i = n++;
+        double* S = c->screw + 6 * i;
+        const double* a = m->jnt_axis + 3 * j;
+        double e[3] = {l % 3 == 0, l % 3 == 1, l % 3 == 2};  // a ball's or free joint's axis
+        c->parent[i] = i == first ? (k == 0 ? own : first - 1) : i - 1;
+        c->kind[i] = CFD_LINK_SCREW;
+        if (t == mjJNT_HINGE) {  // S = [a; p x a]
+          S[0] = a[0]; S[1] = a[1]; S[2] = a[2];
+          cfd_cross(m->jnt_pos + 3 * j, a, S + 3);
+        } else if (t == mjJNT_SLIDE) {  // S = [0; a]
+          S[3] = a[0]; S[4] = a[1]; S[5] = a[2];
+        } else if (t == mjJNT_FREE && l < 3) {  // the world axes, q the position
+          S[3 + l] = 1;
+        } else {  // a rotation about the anchor (a free joint's: the body origin)
+          S[0] = e[0]; S[1] = e[1]; S[2] = e[2];
+          if (t == mjJNT_BALL) cfd_cross(m->jnt_pos + 3 * j, e, S + 3);
+          c->kind[i] = l % 3 == 0 ? CFD_LINK_BALL : CFD_LINK_BALL_NEXT;
+        }
+        // the body's home pose on its first link (a free joint's pose is its qpos: identity)
+        int home = k == 0 && i == first && t != mjJNT_FREE;
+        memcpy(c->home_R + 9 * i, home ? Rb : I3, 9 * sizeof(double));
+        if (home) memcpy(c->home_p + 3 * i, pb, 3 * sizeof(double));
+        int dof = m->jnt_dofadr[j] + l, adr = m->jnt_qposadr[j];
+        c->armature[i] = m->dof_armature[dof];
+        c->body[i] = b;
+        c->jnt[i] = j;
+        c->dof[i] = dof;
+        c->qpos[i] = t == mjJNT_FREE ? (l < 3 ? adr + l : adr + 3) : adr;
+        c->qpos0[i] = t == mjJNT_HINGE || t == mjJNT_SLIDE ? m->qpos0[adr] : 0;
+      }
     }
+    if (status) break;
     owner[b] = n - 1;
     memcpy(inR + 9 * b, I3, sizeof(I3));
     memset(inp + 3 * b, 0, 3 * sizeof(double));

@@ -31,10 +31,8 @@ void cfd_xfrc_to_joints(const mjModel* m, const mjData* d, const cfd_chain* c, d
 }
 
 void cfd_state_q_qd(const mjData* d, const cfd_chain* c, double* q, double* qd) {
-  for (int i = 0; i < c->n; i++) {
-    q[i] = d->qpos[c->qpos[i]] - c->qpos0[i];
-    qd[i] = d->qvel[c->dof[i]];
-  }
+  cfd_chain_q_from_qpos(c, d->qpos, q);
+  for (int i = 0; i < c->n; i++) qd[i] = d->qvel[c->dof[i]];
 }
 
 void cfd_state_from_data(const mjModel* m, const mjData* d, const cfd_chain* c, double* q,

@@ -10,17 +10,18 @@
 
 static const cfd_backend backends[] = {
     {"cpu.fast", "articulated-body algorithm in joint frames, vector algebra (the fast CPU path)",
-     cfd_fast_work_size, cfd_fd_fast_prepared, cfd_fast_prepare, 0, -1},
+     cfd_fast_work_size, cfd_fd_fast_prepared, cfd_fast_prepare, 0, 0, -1},
     {"cpu.abia", "articulated-body inertia algorithm, reference ([GPUFD] eq. 8)",
-     cfd_abia_work_size, cfd_fd_abia_cpu, NULL, 0, -1},
-    {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + Cholesky (eq. 7)",
-     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, NULL, 0, -1},
+     cfd_abia_work_size, cfd_fd_abia_cpu, NULL, 0, 0, -1},
+    {"cpu.jsiia", "joint-space inertia inversion: composite rigid bodies + tree LTDL (eq. 7)",
+     cfd_jsiia_work_size, cfd_fd_jsiia_cpu, NULL, 0, 0, -1},
     {"cpu.cfa", "constraint force algorithm, odd-even elimination (eq. 9-19, Algorithm 2)",
-     cfd_cfa_work_size, cfd_fd_cfa_cpu, NULL, 1, -1},
-    {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, NULL, 0, CFD_GPU_ABIA},
+     cfd_cfa_work_size, cfd_fd_cfa_cpu, NULL, 1, 1, -1},
+    {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, NULL, 0, 1,
+     CFD_GPU_ABIA},
     {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, NULL, 0,
-     CFD_GPU_JSIIA},
-    {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, NULL, 1, CFD_GPU_CFA},
+     1, CFD_GPU_JSIIA},
+    {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, NULL, 1, 1, CFD_GPU_CFA},
 };
 
 int cfd_backend_count(void) { return (int)(sizeof(backends) / sizeof(backends[0])); }
@@ -37,6 +38,18 @@ const cfd_backend* cfd_backend_find(const char* name) {
 
 int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain* c, char* why,
                          int why_size) {
+  if (b->needs_serial)
+    for (int i = 0; i < c->n; i++)
+      if (c->parent[i] != i - 1 || c->kind[i] != CFD_LINK_SCREW) {
+        char body[128], jnt[128];
+        int ball = c->kind[i] != CFD_LINK_SCREW;
+        snprintf(why, why_size, "%s: joint %s of body %s %s; %s takes serial chains of hinges and "
+                 "slides (cpu.fast, cpu.abia and cpu.jsiia take trees, ball and free joints)",
+                 b->name, cfd_mj_name(m, mjOBJ_JOINT, c->jnt[i], jnt, sizeof jnt),
+                 cfd_mj_name(m, mjOBJ_BODY, c->body[i], body, sizeof body),
+                 ball ? "is a ball or free joint" : "starts a branch of the kinematic tree", b->name);
+        return 1;
+      }
   if (!b->needs_link_mass) return 0;
   for (int i = 0; i < c->n; i++) {
     const double* J = c->inertia + 36 * i;

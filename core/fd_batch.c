@@ -102,7 +102,7 @@ int chainfd_fd_run(chainfd_fd* f, int B, const double* qpos, const double* qvel,
     }
   }
   for (size_t b = 0; b < (size_t)B; b++)
-    for (int i = 0; i < n; i++) f->q[b * n + i] = qpos[b * f->nq + c->qpos[i]] - c->qpos0[i];
+    cfd_chain_q_from_qpos(c, qpos + b * f->nq, f->q + b * n);
   if (f->gpu) return cfd_gpu_fd(f->gpu, B, f->q, qvel, qfrc, NULL, qacc, CFD_HOST, err, err_size);
   for (size_t b = 0; b < (size_t)B; b++) {
     int st = cfd_solver_fd(f->solver, f->q + b * n, qvel + b * n, qfrc + b * n, NULL, f->out + b * n);

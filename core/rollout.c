@@ -175,6 +175,18 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
     free(r);
     return 1;
   }
+  for (int i = 0; i < r->chain.n; i++)  // the rollout kernels integrate chains of screws
+    if (r->chain.parent[i] != i - 1 || r->chain.kind[i] != CFD_LINK_SCREW) {
+      int j = r->chain.jnt[i], t = m->jnt_type[j];
+      char why[512];
+      snprintf(why, sizeof why, "joint %s of body %s: %s; the rollouts take serial chains of hinges "
+               "and slides (chainfd_stepper steps trees, ball and free joints)",
+               name(m, mjOBJ_JOINT, j).s, name(m, mjOBJ_BODY, r->chain.body[i]).s,
+               t == mjJNT_BALL ? "a ball joint" : t == mjJNT_FREE ? "a free joint"
+                                                 : "its body branches the chain");
+      chainfd_rollout_free(r);
+      return refuse(err, err_size, "%s", why);
+    }
   if (links > 0 && r->chain.n < 2) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "extending a chain takes at least two links to repeat from");

@@ -1,9 +1,13 @@
 // chain.h: the chain model every algorithm works on, and the CPU algorithms.
 //
-// A chain is n links in order from the base; link i has one joint with one dof (a body with several
-// MuJoCo joints becomes several links, the inner ones massless with identity home transform, which
-// reproduces MuJoCo's composition exactly). Everything is in link frames (= MuJoCo body frames).
-// The model is plain arrays (structure of arrays) so that the same data can be copied to a GPU.
+// A chain is n links, one dof each, in MuJoCo's dof order; each hangs from a parent link of lower
+// index or from the world, so the links form a kinematic tree (a serial chain when parent[i] is
+// i - 1 throughout). A body with several MuJoCo joints becomes several links, the inner ones
+// massless with identity home transform, which reproduces MuJoCo's composition exactly. A ball
+// joint is three such links (CFD_LINK_BALL, then two CFD_LINK_BALL_NEXT), a free joint three
+// slides along the world axes and then a ball (see joints.h for their poses and velocity terms).
+// Everything is in link frames (= MuJoCo body frames). The model is plain arrays (structure of
+// arrays) so that the same data can be copied to a GPU.
 #ifndef CHAINFD_CHAIN_H
 #define CHAINFD_CHAIN_H
 
@@ -13,8 +17,19 @@
 extern "C" {
 #endif
 
+// What moves link i relative to its parent (joints.h):
+//  CFD_LINK_SCREW:     exp(S_i q_i): a hinge, a slide, or one of a free joint's slides
+//  CFD_LINK_BALL:      the first dof of a ball joint (or a free joint's rotation): the rotation
+//                      exp(sum_k S_{i+k} r_k) about the joint's anchor, r = (q_i, q_i+1, q_i+2) the
+//                      rotation vector (MuJoCo's quaternion through its logarithm, joints.h)
+//  CFD_LINK_BALL_NEXT: the ball's second and third dofs: identity pose (their q is the BALL
+//                      link's), and a velocity term taken against the velocity before the ball
+enum { CFD_LINK_SCREW = 0, CFD_LINK_BALL = 1, CFD_LINK_BALL_NEXT = 2 };
+
 typedef struct cfd_chain {
   int n;               // links = dofs
+  int* parent;         // n: the parent link (< i), -1 for the world
+  int* kind;           // n: CFD_LINK_*
   double* home_R;      // n x 9: link i's rotation in its parent's frame at q = 0 (row-major)
   double* home_p;      // n x 3: link i's origin in its parent's frame at q = 0
   double* screw;       // n x 6: joint screw S_i = [w; v] in link i's frame (|w| = 1 or w = 0)
@@ -25,13 +40,24 @@ typedef struct cfd_chain {
   int* body;           // n: MuJoCo body id
   int* jnt;            // n: MuJoCo joint id
   int* dof;            // n: MuJoCo dof index (qvel/qacc address)
-  int* qpos;           // n: MuJoCo qpos address
-  double* qpos0;       // n: MuJoCo qpos0 at that address (the joint's zero)
+  int* qpos;           // n: MuJoCo qpos address (a ball's three links: its quaternion's)
+  double* qpos0;       // n: MuJoCo qpos0 at that address (the joint's zero; 0 for ball links)
 } cfd_chain;
 
-// Allocate / free the arrays of a chain of n links (zeroed). Returns 0 on success.
+// Allocate / free the arrays of a chain of n links (zeroed, and serial: parent[i] = i - 1, every
+// link a screw). Returns 0 on success.
 int cfd_chain_alloc(cfd_chain* c, int n);
 void cfd_chain_free(cfd_chain* c);
+
+// 1 when c is a serial chain of screws (parent[i] = i - 1, no ball): what the chain-only
+// algorithms (CFA, the scans, the GPU kernels) take.
+int cfd_chain_is_serial(const cfd_chain* c);
+
+// The chain's coordinates q (n) from MuJoCo's qpos: q_i = qpos - qpos0 for a screw, the rotation
+// vector of the (normalised) quaternion for a ball's three links. And back: qpos entries of the
+// chain's joints from q (a ball's quaternion from its rotation vector).
+void cfd_chain_q_from_qpos(const cfd_chain* c, const double* qpos, double* q);
+void cfd_chain_qpos_from_q(const cfd_chain* c, const double* q, double* qpos);
 
 // The forward-dynamics problem, one state:
 //   (M(q) + diag(extra_diag)) qacc = tau - bias(q, qd)
@@ -146,14 +172,17 @@ int cfd_id_ld(const cfd_chain* c, const double* q, const double* qd, const doubl
 
 // A chain of n links that repeats the links of `base` (link i is base's link i mod base->n): long
 // chains beyond what MuJoCo compiles (4.0 stops at body-tree depth 1023), for GPU tests and
-// benchmarks. Returns 0, or CFD_ERR_ALLOC.
+// benchmarks. base must be unbranched (parent[i] = i - 1; balls allowed, and n must not cut one
+// apart; q of a tiled ball chain is rotation vectors, link i's entry its own). Returns 0, or
+// CFD_ERR_ALLOC for those.
 int cfd_chain_tile(const cfd_chain* base, int n, cfd_chain* out);
 
 // A chain of n links that keeps base's link 0 (hanging from the world) and repeats its links
 // 1 .. base->n - 1 after it, in order (link i > 0 is base's link 1 + (i - 1) mod (base->n - 1)):
 // each repeat hangs from the last link of the one before as link 1 hangs from link 0, so a chain
 // whose links 1 .. n-1 are alike grows longer as MuJoCo would build it. body, jnt, dof, qpos and
-// qpos0 name the base link repeated. Needs base->n >= 2; returns 0, or CFD_ERR_ALLOC.
+// qpos0 name the base link repeated. Needs a serial base (cfd_chain_is_serial) with base->n >= 2;
+// returns 0, or CFD_ERR_ALLOC.
 int cfd_chain_extend(const cfd_chain* base, int n, cfd_chain* out);
 
 // 0 when every entry of x[0..n) is finite

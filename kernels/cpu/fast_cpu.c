@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "aba_core.h"
+#include "aba_tree.h"
 #include "cfd_math.h"
 #include "chain.h"
 
@@ -83,7 +84,8 @@ static inline void st4(double* x, v4 v) { *(v4*)x = v; }
 size_t cfd_fast_work_size(int n) {
   size_t per_link = (sizeof(fast_link) + sizeof(fast_scratch)) / sizeof(double) + 2;
   size_t size = 1 + 7 + (size_t)n * per_link;  // 7: the most that model_of skips
-  size_t generic = 1 + (size_t)n * CFD_ABA_LINK_DOUBLES;  // the fallback's (cfd_aba_core)
+  size_t generic = 1 + (size_t)n * CFD_ABA_TREE_LINK_DOUBLES;  // the fallbacks' (cfd_aba_core,
+                                                               // cfd_aba_tree: the larger)
   return size > generic ? size : generic;
 }
 
@@ -246,6 +248,10 @@ int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out) {
 
 int cfd_fast_prepare(const cfd_chain* c, double* work) {
   int n = c->n;
+  if (!cfd_chain_is_serial(c)) {  // a tree, or ball joints: aba_tree.h's sweeps
+    work[0] = 2;
+    return 1;
+  }
   fast_link* L = model_of(work);
   double Gi_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gi_p[3] = {0, 0, 0};
   for (int i = 0; i < n; i++) {
@@ -315,6 +321,7 @@ static inline void transpose3(v4 M[3]) {
 int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,
                          const double* extra_diag, double* qacc, double* work) {
   int n = c->n;
+  if (work[0] == 2) return cfd_aba_tree(c, q, qd, tau, extra_diag, qacc, 1, work + 1, 1);
   if (work[0] != 1)  // a screw with pitch (not from MuJoCo): the same sweeps in link frames
     return cfd_aba_core(c, q, qd, tau, extra_diag, qacc, 1, work + 1, 1);
   const fast_link* L = model_of(work);
