@@ -44,7 +44,8 @@ static uint64_t rng_next(rng* r) {
 }
 
 // One stream per property group, so that e.g. changing slide= does not reshuffle the geometry.
-enum { STREAM_GEOM = 1, STREAM_INERTIA, STREAM_JOINT, STREAM_SLIDE, STREAM_ACT };
+enum { STREAM_GEOM = 1, STREAM_INERTIA, STREAM_JOINT, STREAM_SLIDE, STREAM_ACT, STREAM_BALL,
+       STREAM_BRANCH };
 
 static rng rng_stream(unsigned seed, unsigned tag) {
   rng r = {((uint64_t)seed << 32) ^ ((uint64_t)tag * 0xD1B54A32D192ED03ull)};
@@ -207,10 +208,19 @@ int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_s
     } else if (KEY_IS("multijoint")) {
       bad = parse_long(val, e, 0, 1, &l);
       t.multi_joint = (int)l;
+    } else if (KEY_IS("ball")) {
+      bad = parse_double(val, e, &d) || !(d >= 0 && d <= 1);
+      t.ball_fraction = d;
+    } else if (KEY_IS("branch")) {
+      bad = parse_double(val, e, &d) || !(d >= 0 && d <= 1);
+      t.branch = d;
+    } else if (KEY_IS("free")) {
+      bad = parse_long(val, e, 0, 1, &l);
+      t.free_base = (int)l;
     } else {
       set_err(err, err_size,
               "chain spec '%s': unknown key '%.*s' (seed, random, slide, damping, armature, "
-              "stiffness, actuators, gravity, timestep, multijoint)",
+              "stiffness, actuators, gravity, timestep, multijoint, ball, branch, free)",
               spec, (int)klen, key);
       return 1;
     }
@@ -249,6 +259,10 @@ static int check_gen(const cfd_chain_gen* g, char* err, int err_size) {
       !isfinite(g->damping) || !isfinite(g->armature) || !isfinite(g->stiffness) ||
       !isfinite(g->timestep)) {
     set_err(err, err_size, "chain: damping, armature, stiffness and timestep must be >= 0");
+    return 1;
+  }
+  if (!(g->ball_fraction >= 0 && g->ball_fraction <= 1) || !(g->branch >= 0 && g->branch <= 1)) {
+    set_err(err, err_size, "chain: ball and branch must be in [0,1]");
     return 1;
   }
   if (g->actuators < 0 || g->actuators > 2) {
@@ -430,6 +444,16 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   rng rj = rng_stream(g->seed, STREAM_JOINT);
   rng rs = rng_stream(g->seed, STREAM_SLIDE);
   rng ra = rng_stream(g->seed, STREAM_ACT);
+  rng rb = rng_stream(g->seed, STREAM_BALL);
+  rng rt = rng_stream(g->seed, STREAM_BRANCH);
+  mjsBody** bodies = malloc(sizeof(mjsBody*) * (size_t)n);
+  if (!bodies) {
+    free(off);
+    free(quat);
+    mj_deleteSpec(spec);
+    set_err(err, err_size, "chain: out of memory");
+    return NULL;
+  }
   const int act_cycle = g->actuators == 2 ? 6 : 4;
   char name[32];
   int jid = 0;
@@ -439,7 +463,9 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   for (int i = 0; i < n && !fail; i++) {
     const double* o = off + 3 * i;
     const double* child = off + 3 * (i + 1);
-    mjsBody* b = mjs_addBody(parent, NULL);
+    if (i > 0 && g->branch > 0 && rng_u01(&rt) < g->branch)  // a side branch: any earlier body
+      parent = bodies[(int)(rng_u01(&rt) * i) % i];
+    mjsBody* b = bodies[i] = mjs_addBody(parent, NULL);
     snprintf(name, sizeof(name), "link%d", i);
     mjs_setName(b->element, name);
     memcpy(b->pos, o, sizeof(double) * 3);
@@ -478,6 +504,15 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
 
     int nj = 1 + has_two_joints(g, i);
     double first_axis[3] = {0, 0, 0};
+    if (i == 0 && g->free_base) {  // a floating base in place of the root's joints
+      mjsJoint* j = mjs_addJoint(b, NULL);
+      mjs_setName(j->element, "root");
+      j->type = mjJNT_FREE;
+      j->damping[0] = g->damping;
+      j->armature = g->armature;
+      jid += nj;
+      nj = 0;
+    }
     for (int k = 0; k < nj; k++, jid++) {
       mjsJoint* j = mjs_addJoint(b, NULL);
       snprintf(name, sizeof(name), "j%d", jid);
@@ -486,7 +521,8 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
       // selection sampling: exactly round(fraction * njnt) slides, spread by the seed
       int slide = rng_u01(&rs) * (njnt - jid) < nslide_left;
       if (slide) nslide_left--;
-      j->type = slide ? mjJNT_SLIDE : mjJNT_HINGE;
+      int ball = !slide && nj == 1 && g->ball_fraction > 0 && rng_u01(&rb) < g->ball_fraction;
+      j->type = slide ? mjJNT_SLIDE : ball ? mjJNT_BALL : mjJNT_HINGE;
 
       if (rnd) {
         if (k == 0) {
@@ -525,7 +561,18 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
         mjs_setString(a->target, name);
         double scale = rnd ? rng_uni(&ra, 0.5, 1.5) : 1;
         double kin = joint_inertia(j, b->mass, b->ipos, icom);
-        if (set_actuator(a, jid % act_cycle, kin, scale, err, err_size)) {
+        if (ball) {  // a motor about a random axis of the ball: gear's three torque components
+          double ax[3];
+          rng_unit3(&ra, ax);
+          const char* msg = mjs_setToMotor(a);
+          if (msg && msg[0]) {
+            set_err(err, err_size, "chain: actuator setup failed: %s", msg);
+            fail = 1;
+            break;
+          }
+          for (int c = 0; c < 3; c++) a->gear[c] = ax[c] * 10 * kin * scale;
+          a->ctrllimited = a->forcelimited = a->actlimited = mjLIMITED_FALSE;
+        } else if (set_actuator(a, jid % act_cycle, kin, scale, err, err_size)) {
           fail = 1;
           break;
         }
@@ -535,6 +582,7 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   }
   free(off);
   free(quat);
+  free(bodies);
   if (fail) {
     mj_deleteSpec(spec);
     return NULL;

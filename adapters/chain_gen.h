@@ -1,5 +1,6 @@
-// chain_gen: procedural serial-chain models built with mjSpec, plus a loader
-// that accepts either an MJCF path or a "chain:..." spec string.
+// chain_gen: procedural chain models built with mjSpec (and, with ball=, branch= and free=, trees
+// with ball joints and a floating base), plus a loader that accepts either an MJCF path or a
+// "chain:..." spec string.
 //
 // Built with mjSpec rather than generated XML text. Note that MuJoCo 4.0.0's compiler itself
 // caps body-tree depth (mjCModel::PrintTree throws "depth limit exceeded in signature
@@ -47,13 +48,20 @@ typedef struct cfd_chain_gen {
   double timestep;        // 0: MuJoCo default
   int multi_joint;        // 1: every 5th body (index % 5 == 4) carries two joints about
                           //    different axes; still a serial chain
+  double ball_fraction;   // fraction of the (non-slide) joints of one-joint bodies that are ball
+                          //    joints (MuJoCo takes no rotation after a ball), by seed;
+                          //    an actuator on a ball is a motor with a random gear (3 axes)
+  double branch;          // probability (by seed) that body i > 0 hangs from a random earlier
+                          //    body instead of body i-1: a kinematic tree (0: a chain)
+  int free_base;          // 1: body 0 is on a free joint instead of its own joints (a floating
+                          //    base), placed as the chain's root would be
 } cfd_chain_gen;
 
 // Regular chain of n links, gravity on, no damping/armature/springs/actuators.
 void cfd_chain_gen_defaults(cfd_chain_gen* g, int n);
 
 // Parse "chain:N" or "chain:N,key=value,..." with keys seed, random, slide, damping,
-// armature, stiffness, actuators, gravity, timestep, multijoint.
+// armature, stiffness, actuators, gravity, timestep, multijoint, ball, branch, free.
 // Returns 0 on success, nonzero with a message in err (err may be NULL).
 int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_size);
 

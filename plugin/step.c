@@ -183,7 +183,34 @@ static void step_option_refusal(const mjModel* m, char* why, int size) {
              integrator);
     return;
   }
+  if (integrator == mjINT_RK4)
+    for (int j = 0; j < m->njnt; j++)
+      if (m->jnt_type[j] == mjJNT_BALL || m->jnt_type[j] == mjJNT_FREE) {
+        // MuJoCo 4.0.0's RK4 does not take its stages' quaternions as its tableau says: measured,
+        // its second stage sits at X1 + h/2 (v1 - v0) rather than X0 + h/2 v1 (equal for hinges
+        // and slides, not on SO(3)), and its other stages and final update differ by 1e-11 to
+        // 1e-8 from any combination tried; chainfd's RK4 (the tableau) would not be MuJoCo's step
+        snprintf(why, size, "RK4 with %s joint %s: MuJoCo 4.0.0's RK4 combines the stages' "
+                            "rotations in a way chainfd does not reproduce (use Euler or "
+                            "implicitfast)", m->jnt_type[j] == mjJNT_BALL ? "ball" : "free",
+                 cfd_mj_name(m, mjOBJ_JOINT, j, nm, sizeof nm));
+        return;
+      }
   if (integrator != mjINT_IMPLICITFAST) return;
+
+  // implicitfast solves a standalone free body (a free joint alone in its tree) with its own 6x6
+  // block, gyroscopic derivative included: not a diagonal term
+  for (int j = 0; j < m->njnt; j++) {
+    int b = m->jnt_bodyid[j], adr = m->jnt_dofadr[j];
+    if (m->jnt_type[j] == mjJNT_FREE && m->body_jntnum[b] == 1 &&
+        m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b]) {
+      snprintf(why, size, "implicitfast with free body %s alone in its tree: MuJoCo solves its 6 "
+                          "dofs with their gyroscopic velocity derivative, which chainfd's "
+                          "implicitfast (a diagonal one) does not (use Euler)",
+               cfd_mj_name(m, mjOBJ_BODY, b, nm, sizeof nm));
+      return;
+    }
+  }
 
   // implicitfast: every velocity derivative must be diagonal (one joint each)
   int springs_and_dampers_off = disabled(m, mjDSBL_SPRING) && disabled(m, mjDSBL_DAMPER);

@@ -607,6 +607,84 @@ static void test_errors(void) {
   mj_deleteModel(m);
 }
 
+// Trees and ball or free joints: cuda.abia (its tree kernel, whatever the batch) against the
+// reference and against its CPU twin (cpu.fast, through the same aba_tree.h) per state; no split
+// call (begin refuses: fd does it all); cuda.jsiia, cuda.cfa and the float32 kernel refuse.
+static void test_trees(int quick) {
+  static const struct {
+    const char* model;
+    int tile;
+    double tol;
+  } trees[] = {
+      {"chain:30,random=1,seed=44,branch=0.3,ball=0.3,free=1,slide=0.1,armature=0.01", 0, 1e-10},
+      {"chain:40,ball=1,armature=0.001", 0, 1e-10},
+      {"chain:300,random=1,seed=42,branch=0.5,ball=0.2,free=1,multijoint=1,armature=0.01", 0, 1e-10},
+      {"chain:10,ball=1,armature=0.001", 300, 1e-9},  // a ball chain tiled to 300 balls, 900 dofs
+  };
+  char err[1024];
+  for (size_t t = 0; t < sizeof trees / sizeof trees[0]; t++) {
+    if (quick && (trees[t].tile || t == 2)) continue;
+    cfd_chain c;
+    if (load_chain(trees[t].model, trees[t].tile, NULL, &c)) continue;
+    int n = c.n, batches[3] = {1, 7, quick ? 0 : 4096};
+    size_t total = (size_t)4096 * n;
+    double *q = malloc(sizeof(double) * total), *qd = malloc(sizeof(double) * total);
+    double *tau = malloc(sizeof(double) * total), *ex = malloc(sizeof(double) * total);
+    double *got = malloc(sizeof(double) * total), *want = malloc(sizeof(double) * n);
+    double* work = malloc(sizeof(double) * cfd_fast_work_size(n));
+    random_states(&c, 91, 4096, q, qd, tau, ex, NULL);
+    for (int alg = 1; alg < 4; alg++) {
+      cfd_gpu* g = NULL;
+      int st = cfd_gpu_create(&c, 0, (cfd_gpu_algorithm)alg, &g, err, sizeof err);
+      EXPECT(st != 0 && strstr(err, "cuda.abia runs"), "%s %s must refuse a tree: %s",
+             trees[t].model, cfd_gpu_algorithm_name(alg), st ? err : "accepted");
+      if (!st) cfd_gpu_free(g);
+    }
+    cfd_gpu* g = NULL;
+    int st = cfd_gpu_create(&c, 0, CFD_GPU_ABIA, &g, err, sizeof err);
+    EXPECT(st == 0, "%s cuda.abia: %s", trees[t].model, err);
+    for (int k = 0; k < 3 && !st; k++) {
+      int B = batches[k];
+      if (!B) continue;
+      for (int with_extra = 0; with_extra < 2; with_extra++) {
+        const double* e = with_extra ? ex : NULL;
+        for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
+        int rs = cfd_gpu_fd(g, B, q, qd, tau, e, got, CFD_HOST, err, sizeof err);
+        EXPECT(rs == 0, "%s B=%d: %s", trees[t].model, B, err);
+        EXPECT(cfd_gpu_abia_ran(g) == CFD_ABIA_TREE, "%s B=%d: kernel %d, not the tree kernel",
+               trees[t].model, B, cfd_gpu_abia_ran(g));
+        double eref = 0, etwin = 0;
+        int checked = B < 64 ? B : 64;  // the reference is slow: the first 64 states of a batch
+        for (int b = 0; b < checked; b++) {
+          size_t o = (size_t)b * n;
+          cfd_fd_reference(&c, q + o, qd + o, tau + o, e ? e + o : NULL, want);
+          eref = cfd_worst(eref, cfd_rel_err_inf(got + o, want, n));
+          cfd_fd_fast_cpu(&c, q + o, qd + o, tau + o, e ? e + o : NULL, want, work);
+          etwin = cfd_worst(etwin, cfd_rel_err_inf(got + o, want, n));
+        }
+        printf("%-60.60s n=%-4d tree B=%-5d diag=%d max_rel_err=%.2e twin_err=%.2e\n",
+               trees[t].model, n, B, with_extra, eref, etwin);
+        EXPECT(eref <= trees[t].tol && etwin <= trees[t].tol, "%s B=%d: %.3e / %.3e > %.0e",
+               trees[t].model, B, eref, etwin, trees[t].tol);
+      }
+    }
+    if (!st) {  // begin holds the states, finish solves them: the same numbers as fd
+      EXPECT(cfd_gpu_fd_splits(g, 7) == 0, "%s: no split call on a tree", trees[t].model);
+      EXPECT(cfd_gpu_fd(g, 7, q, qd, tau, ex, got, CFD_HOST, err, sizeof err) == 0, "%s", err);
+      double* again = malloc(sizeof(double) * 7 * n);
+      EXPECT(cfd_gpu_fd_begin(g, 7, q, qd, ex, err, sizeof err) == 0 &&
+                 cfd_gpu_fd_finish(g, tau, again, err, sizeof err) == 0, "%s begin/finish: %s",
+             trees[t].model, err);
+      EXPECT(memcmp(again, got, sizeof(double) * 7 * n) == 0, "%s: begin/finish differs from fd",
+             trees[t].model);
+      free(again);
+      cfd_gpu_free(g);
+    }
+    free(q); free(qd); free(tau); free(ex); free(got); free(want); free(work);
+    cfd_chain_free(&c);
+  }
+}
+
 int main(void) {
   int devices = cfd_gpu_device_count();
   if (devices == 0) {
@@ -617,15 +695,16 @@ int main(void) {
   cfd_gpu_device_name(0, name, sizeof name);
   printf("device 0: %s\n", name);
   // CHAINFD_TEST_QUICK=1 (for compute-sanitizer runs): the small models and batches only.
-  // CHAINFD_TEST_ONLY=cases|variants|scan|singular|split|errors: that part alone (a sanitizer's
+  // CHAINFD_TEST_ONLY=cases|variants|scan|singular|split|errors|trees: that part alone (a sanitizer's
   // run on the one kernel a change touched, where the whole suite would take minutes)
   const char* quick_env = getenv("CHAINFD_TEST_QUICK");
   const char* only = getenv("CHAINFD_TEST_ONLY");
   int quick = quick_env && quick_env[0] == '1';
 #define PART(name) (!only || !only[0] || strcmp(only, name) == 0)
   if (only && only[0] && !PART("cases") && !PART("variants") && !PART("scan") &&
-      !PART("singular") && !PART("split") && !PART("errors")) {
-    printf("CHAINFD_TEST_ONLY=%s: not a part (cases, variants, scan, singular, split, errors)\n",
+      !PART("singular") && !PART("split") && !PART("errors") && !PART("trees")) {
+    printf("CHAINFD_TEST_ONLY=%s: not a part (cases, variants, scan, singular, split, errors, "
+           "trees)\n",
            only);
     return 2;
   }
@@ -642,6 +721,7 @@ int main(void) {
   if (PART("singular")) test_abia_singular();
   if (PART("split")) test_abia_split_paths();
   if (PART("errors")) test_errors();
+  if (PART("trees")) test_trees(quick);
 #undef PART
   TEST_EXIT();
 }

@@ -57,7 +57,7 @@ int main(void) {
     }
     cfd_chain c;
     EXPECT(cfd_chain_from_model(m, &c, err, sizeof err) == 0, "%s", err);
-    for (const char* const* be = (const char*[]){"cpu.cfa", "cuda.abia", "cuda.jsiia", "cuda.cfa", NULL};
+    for (const char* const* be = (const char*[]){"cpu.cfa", "cuda.jsiia", "cuda.cfa", NULL};
          *be; be++) {
       int st = cfd_backend_supports(cfd_backend_find(*be), m, &c, err, sizeof err);
       EXPECT(st != 0, "%s refuses %s", *be, trees[t].file);

@@ -9,9 +9,11 @@
 //     coordinates for short chains (aba_world_lanes.cuh), a warp in blocks of 32 links up to 256
 //     links (aba_world_blocks.cuh), 8 lanes in link frames beyond (aba_lanes.cuh);
 //   - scans over blocks of links, a cluster of thread blocks per instance, for long chains in
-//     small batches (abia_scan.cu).
+//     small batches (abia_scan.cu);
+//   - on a tree, or with ball joints, a thread per instance through aba_tree.h.
 // Kernels measured and dropped are in bench/variants/.
 #include "aba_core.h"
+#include "aba_tree.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
 #include "aba_world_blocks.cuh"
@@ -45,6 +47,18 @@ abia_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __re
   long o = (long)b * c.n;
   int st = cfd_aba_core_ex(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1,
                            work + b, B, 1);
+  if (st) cfd_gpu_raise(error, st);
+}
+
+// A tree, or ball joints: aba_tree.h's sweeps, a thread per instance, scratch interleaved.
+__global__ void __launch_bounds__(ABIA_THREADS)
+abia_tree_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __restrict__ qd,
+                 const double* __restrict__ tau, const double* __restrict__ extra,
+                 double* __restrict__ qacc, double* __restrict__ work, int* error) {
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  long o = (long)b * c.n;
+  int st = cfd_aba_tree(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1, work + b, B);
   if (st) cfd_gpu_raise(error, st);
 }
 
@@ -255,6 +269,7 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
 // The measurements behind each bound: docs/RESULTS.md, bench/results/LOG.md.
 cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
+  if (g->tree) return CFD_ABIA_TREE;
   if (jf && n <= ABIA_WORLD_MAX_N && B <= ABIA_WL_MAX_B) return CFD_ABIA_WORLD_LANES;
   if (jf && n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B)
     return n > ABIA_SCAN_FROM_N ? CFD_ABIA_SCAN : CFD_ABIA_WORLD_WARPS;
@@ -268,6 +283,7 @@ cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
 // without joint frames); an unknown number: the rule.
 static cfd_abia_kernel abia_forced(const cfd_gpu* g, int B, int k) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
+  if (g->tree) return CFD_ABIA_TREE;
   switch (k) {
     case CFD_ABIA_THREAD: case CFD_ABIA_LANES: case CFD_ABIA_SCAN: return (cfd_abia_kernel)k;
     case CFD_ABIA_WORLD_THREAD: return n <= ABIA_WORLD_MAX_N ? CFD_ABIA_WORLD_THREAD : CFD_ABIA_THREAD;
@@ -288,7 +304,7 @@ static cfd_abia_kernel abia_kernel_for(const cfd_gpu* g, int B) {
 // warp), up to ABIA_WW_MAX_B states: tau's share is then a host sweep (aba_world_tau.h, O(n) per
 // state), with no second launch and no second round trip. Forced, only where the world warps are.
 int cfd_gpu_abia_splits(const cfd_gpu* g, int B) {
-  if (!g->maps_host || B > ABIA_WW_MAX_B || g->tune.abia_launch) return 0;
+  if (g->tree || !g->maps_host || B > ABIA_WW_MAX_B || g->tune.abia_launch) return 0;
   if (g->tune.abia_kernel) return abia_forced(g, B, g->tune.abia_kernel) == CFD_ABIA_WORLD_WARPS;
   return g->chain_jf.home_R && g->n <= ABIA_WB_MAX_N;
 }
@@ -343,6 +359,10 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
           g->chain, B, q, qd, tau, extra, qacc, g->work, error, !g->tune.lanes_shuffle);
       break;
     }
+    case CFD_ABIA_TREE:
+      abia_tree_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc,
+                                                               g->work, error);
+      break;
     default:
       abia_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc,
                                                           g->work, error);

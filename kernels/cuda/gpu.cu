@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "aba_core.h"
+#include "aba_tree.h"
 #include "aba_lanes.cuh"
 #include "aba_scan.h"
 #include "aba_world_tau.h"
@@ -153,21 +154,32 @@ static cudaError_t upload(double** dst, const double* src, size_t count) {
   return e;
 }
 
+static cudaError_t upload_int(int** dst, const int* src, size_t count) {
+  cudaError_t e = cudaMalloc(dst, sizeof(int) * (count ? count : 1));
+  if (e == cudaSuccess && count) e = cudaMemcpy(*dst, src, sizeof(int) * count, cudaMemcpyHostToDevice);
+  return e;
+}
+
 cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain* dev,
                                  cfd_chain* dev_jf) {
   size_t n = (size_t)c->n;
   *dev = *c;  // scalars; the arrays are replaced by device copies
   dev->home_R = dev->home_p = dev->screw = dev->inertia = dev->armature = dev->qpos0 = NULL;
   dev->body = dev->jnt = dev->dof = dev->qpos = NULL;
+  dev->parent = dev->kind = NULL;
   *dev_jf = *dev;
   cudaError_t e = upload(&dev->home_R, c->home_R, 9 * n);
   if (!e) e = upload(&dev->home_p, c->home_p, 3 * n);
   if (!e) e = upload(&dev->screw, c->screw, 6 * n);
   if (!e) e = upload(&dev->inertia, c->inertia, 36 * n);
   if (!e) e = upload(&dev->armature, c->armature, n);
+  if (!e) e = upload_int(&dev->parent, c->parent, n);
+  if (!e) e = upload_int(&dev->kind, c->kind, n);
   dev_jf->armature = dev->armature;  // the same in joint frames
-  cfd_chain jf;
-  if (!e && joint_frames && cfd_chain_in_joint_frames(c, &jf) == 0) {
+  dev_jf->parent = dev->parent;
+  dev_jf->kind = dev->kind;
+  cfd_chain jf;  // (a chain's frames only: on a tree each link's frame is its parent's business)
+  if (!e && joint_frames && cfd_chain_is_serial(c) && cfd_chain_in_joint_frames(c, &jf) == 0) {
     e = upload(&dev_jf->home_R, jf.home_R, 9 * n);
     if (!e) e = upload(&dev_jf->home_p, jf.home_p, 3 * n);
     if (!e) e = upload(&dev_jf->screw, jf.screw, 6 * n);
@@ -179,7 +191,7 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
 
 void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf) {
   cudaFree(dev->home_R); cudaFree(dev->home_p); cudaFree(dev->screw); cudaFree(dev->inertia);
-  cudaFree(dev->armature);
+  cudaFree(dev->armature); cudaFree(dev->parent); cudaFree(dev->kind);
   cudaFree(dev_jf->home_R); cudaFree(dev_jf->home_p); cudaFree(dev_jf->screw);
   cudaFree(dev_jf->inertia);
 }
@@ -200,7 +212,12 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     snprintf(err, err_size, "empty chain");
     return 1;
   }
-  int n = c->n;
+  int n = c->n, tree = !cfd_chain_is_serial(c);
+  if (tree && alg != CFD_GPU_ABIA) {
+    snprintf(err, err_size, "%s takes serial chains of hinges and slides; on trees and ball or free "
+             "joints cuda.abia runs", cfd_gpu_algorithm_name(alg));
+    return 1;
+  }
   if (alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N) {
     snprintf(err, err_size,
              "cuda.cfa: chains past %d links are refused (this one has %d): there its world-frame "
@@ -239,6 +256,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   g->device = device;
   g->alg = alg;
   g->n = n;
+  g->tree = tree;
   cudaError_t e = cudaSetDevice(device);
   if (!e) e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
   if (!e) e = cudaEventCreate(&g->start);
@@ -303,9 +321,14 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   return 0;
 }
 
+// g's scratch per instance: its algorithm's, or on a tree the tree kernel's (aba_tree.h)
+static size_t work_per_instance(const cfd_gpu* g) {
+  return g->tree ? (size_t)g->n * CFD_ABA_TREE_LINK_DOUBLES : cfd_gpu_work_per_instance(g->alg, g->n);
+}
+
 // Instances per launch for B: bounded by the grid, and by the scratch budget for huge batches.
 static int chunk_of(const cfd_gpu* g, int B) {
-  size_t per = cfd_gpu_work_per_instance(g->alg, g->n) * sizeof(double);
+  size_t per = work_per_instance(g) * sizeof(double);
   size_t fit = WORK_BUDGET / (per ? per : 1);
   size_t chunk = B;
   if (chunk > fit) chunk = fit ? fit : 1;
@@ -329,7 +352,7 @@ static int ensure_buffers(cfd_gpu* g, int B, int chunk, int stage, char* err, in
   if (!e) e = cudaMalloc(&g->bias, sizeof(double) * (size_t)cap * n);
   if (!e) e = cudaMalloc(&g->resid, sizeof(double) * (size_t)cap * n);
   // + CFD_LANES instances: the slots of the ABIA lanes kernel's idle groups
-  if (!e) e = cudaMalloc(&g->work, sizeof(double) * cfd_gpu_work_per_instance(g->alg, n) * (cap + CFD_LANES));
+  if (!e) e = cudaMalloc(&g->work, sizeof(double) * work_per_instance(g) * (cap + CFD_LANES));
   if (!e) e = cudaMalloc(&g->ptrs, sizeof(double*) * 4 * (size_t)cap);  // or CFA's 4 norms
   if (!e) e = cudaMalloc(&g->info, sizeof(int) * ((size_t)cap + 2));
   if (e) {
