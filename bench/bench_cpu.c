@@ -40,6 +40,8 @@
 typedef struct config {
   int sizes[MAX_SIZES];
   int nsizes;
+  const char* models[MAX_SIZES];  // --models: these (files or chain: specs) instead of the sizes
+  int nmodels;
   double min_time;   // seconds of timed calls per measurement
   double size_cap;   // seconds of batches per size (all measurements) before B is reduced
   int batches;       // batches per measurement when the cap allows
@@ -115,14 +117,17 @@ static void model_spec(int n, char* buf, int size) {
   else snprintf(buf, size, "chain:%d,random=1,seed=1,damping=0.05,armature=0.01", n);
 }
 
-// Benchmarks one chain size into res. Returns 0, or 1 when the model could not be used.
-static int bench_size(int n, const config* cfg, size_result* res) {
+// Benchmarks one chain size (or, with spec, that model; n is then its dofs) into res. Returns 0,
+// or 1 when the model could not be used.
+static int bench_size(int n, const char* spec, const config* cfg, size_result* res) {
   memset(res, 0, sizeof *res);
   res->n = n;
-  model_spec(n, res->model, sizeof res->model);
+  if (spec) snprintf(res->model, sizeof res->model, "%s", spec);
+  else model_spec(n, res->model, sizeof res->model);
   fprintf(stderr, "n=%d: loading %s\n", n, res->model);
   mjModel* m = cfd_load_model(res->model, res->error, sizeof res->error);
   if (!m) return 1;
+  if (spec) n = res->n = (int)m->nv;
   m->opt.disableflags |= mjDSBL_CONSTRAINT;  // chain dynamics only
   int nv = res->nv = (int)m->nv;
   mjData* d = mj_makeData(m);
@@ -368,10 +373,13 @@ static int parse_sizes(const char* s, config* cfg) {
 
 static void usage(FILE* f) {
   fprintf(f,
-          "usage: chainfd-bench-cpu [--sizes 7,100,1000] [--quick] [--json FILE] [--min-time S]\n"
-          "                         [--cap S] [--batches B] [--states K] [--seed S] [--tol E]\n"
+          "usage: chainfd-bench-cpu [--sizes 7,100,1000 | --models M1;M2] [--quick] [--json FILE]\n"
+          "                         [--min-time S] [--cap S] [--batches B] [--states K] [--seed S]\n"
+          "                         [--tol E]\n"
           "  --sizes    chain sizes (default 7,16,32,64,100,200,500,1000,2048,4096); n=7 is\n"
           "             scenes/arm7.xml, others chain:N,random=1,seed=1,damping=0.05,armature=0.01\n"
+          "  --models   these models instead (MJCF files or chain: specs, separated by ';'): trees,\n"
+          "             ball joints, floating bases; n is then the model's dofs\n"
           "  --quick    sizes 7,100,1000 and short timing (CI smoke test)\n"
           "  --json     also write every figure and the machine to FILE\n"
           "  --min-time seconds of timed calls per measurement (default 0.2; quick 0.02)\n"
@@ -395,6 +403,15 @@ int main(int argc, char** argv) {
     int more = i + 1 < argc;
     if (!strcmp(a, "--quick")) cfg.quick = 1;
     else if (!strcmp(a, "--sizes") && more) sizes = argv[++i];
+    else if (!strcmp(a, "--models") && more) {
+      char* list = argv[++i];  // split in place at ';'
+      for (char* t = strtok(list, ";"); t && cfg.nmodels < MAX_SIZES; t = strtok(NULL, ";"))
+        cfg.models[cfg.nmodels++] = t;
+      if (!cfg.nmodels) {
+        fprintf(stderr, "%s: --models needs at least one model\n", prog);
+        return 2;
+      }
+    }
     else if (!strcmp(a, "--json") && more) cfg.json = argv[++i];
     else if (!strcmp(a, "--min-time") && more) {
       if (cfd_arg_double(prog, a, argv[++i], 0, 3600, &min_time)) return 2;
@@ -448,6 +465,7 @@ int main(int argc, char** argv) {
          "+ forward dynamics);\nratio = mj_forward / back end; max rel err = inf-norm error of "
          "qacc vs mj_forward's over the states\n\n");
 
+  if (cfg.nmodels) cfg.nsizes = cfg.nmodels;
   size_result* res = calloc(cfg.nsizes, sizeof *res);
   if (!res) {
     fprintf(stderr, "%s: out of memory\n", prog);
@@ -457,7 +475,7 @@ int main(int argc, char** argv) {
   int bad = 0, header = 0;
   for (int i = 0; i < cfg.nsizes; i++) {
     size_result* r = &res[i];
-    if (bench_size(cfg.sizes[i], &cfg, r)) {
+    if (bench_size(cfg.sizes[i], cfg.nmodels ? cfg.models[i] : NULL, &cfg, r)) {
       printf("%6d   cannot load %s: %s\n", r->n, r->model, r->error);
       if (r->n <= CFD_CHAIN_MAX_MJ_LINKS) bad = 1;  // deeper chains: MuJoCo's limit, not ours
       continue;

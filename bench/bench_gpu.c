@@ -7,6 +7,8 @@
 //         GPU back end and for mj_forward on one core and on all cores (one mjData per thread)
 //         ([GPUFD] Fig. 3)
 //   arm7: the 7-dof arm at B = 65536: forward dynamics per second, GPU vs MuJoCo on all cores
+//   trees: the same for a 30-dof floating tree and a Panda-like arm with its hand; one ball-joint
+//         chain of 40 and 1000 balls (tiled) on one core and on the GPU
 //
 // Same model and states for everyone: P distinct random MuJoCo states (mj_forward makes them
 // current, the adapter turns them into q, qd, tau), repeated to fill a batch. Medians over
@@ -59,10 +61,10 @@ typedef struct {
 // Chains longer than MuJoCo compiles (4.0: body-tree depth 1023) repeat the links of a 1000-link
 // chain (cfd_chain_tile); they have no mjModel, and their states are random in the chain's own
 // coordinates.
-static int make_tiled_set(int n, model_set* s) {
+static int make_tiled_set_of(const char* base_spec, int n, model_set* s) {
   char err[1024];
   memset(s, 0, sizeof(*s));
-  mjModel* m = cfd_load_model("chain:1000,random=1,seed=1,armature=0.01", err, sizeof err);
+  mjModel* m = cfd_load_model(base_spec, err, sizeof err);
   cfd_chain base;
   if (!m || cfd_chain_from_model(m, &base, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
   mj_deleteModel(m);
@@ -79,6 +81,10 @@ static int make_tiled_set(int n, model_set* s) {
     s->tau[k] = cfd_rng_uniform(&r, -1, 1);
   }
   return 0;
+}
+
+static int make_tiled_set(int n, model_set* s) {
+  return make_tiled_set_of("chain:1000,random=1,seed=1,armature=0.01", n, s);
 }
 
 static int make_set(const char* spec, model_set* s, int threads) {
@@ -883,10 +889,51 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
   mj_deleteModel(m);
 }
 
+// ---- trees: floating bases and ball joints (the thread-per-instance tree kernel) -------------------
+
+// One long ball-joint chain (tiled past MuJoCo's depth limit): one forward dynamics on the GPU
+// (cuda.abia's tree kernel, one thread) and on one core (cpu.fast).
+static void ball_chain(int balls, double budget) {
+  char spec[128];
+  snprintf(spec, sizeof spec, "tile(chain:100,ball=1,armature=0.001):%d balls", balls);
+  model_set s;
+  if (make_tiled_set_of("chain:100,ball=1,armature=0.001", 3 * balls, &s)) return;
+  int n = s.chain.n;
+  double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
+  double* qa = NEED(malloc(sizeof(double) * n));
+  cfd_fast_prepare(&s.chain, w);
+  double t0 = now();
+  int calls = 0;
+  while (now() - t0 < budget / 4 || calls < 3) {
+    cfd_fd_fast_prepared(&s.chain, s.q + (calls % POOL) * n, s.qd + (calls % POOL) * n,
+                         s.tau + (calls % POOL) * n, NULL, qa, w);
+    calls++;
+  }
+  double tfast = (now() - t0) / calls * 1e6;
+  emit("trees", spec, n, 1, "cpu.fast", tfast, 0, 0);
+  gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, 1, budget);
+  if (gm.ok) emit("trees", spec, n, 1, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
+  printf("%-44s %6d dofs: cpu.fast %10.1f us   cuda.abia %10.1f us (kernel %.1f, err %.1e)\n",
+         spec, n, tfast, gm.ok ? gm.wall_us : 0, gm.ok ? gm.kernel_us : 0, gm.ok ? gm.err : 0);
+  free(w); free(qa);
+  free_set(&s);
+}
+
+static void trees(int maxB, double budget, int cores) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/humanoid_tree.xml", CHAINFD_SCENES_DIR);
+  fig3("trees", path, "a 30-dof floating tree (humanoid-like, no contacts)", 1, maxB, budget, cores);
+  snprintf(path, sizeof path, "%s/panda_hand.xml", CHAINFD_SCENES_DIR);
+  fig3("trees", path, "a Panda-like arm with a two-finger hand", 1, maxB, budget, cores);
+  printf("\n== one long ball-joint chain, time of one forward dynamics ==\n");
+  ball_chain(40, budget);
+  ball_chain(1000, budget);
+}
+
 int main(int argc, char** argv) {
   const char* out = ".";
   int min_n = 1, max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu
+  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu|trees
   double budget = 0.3;
   const char* prog = "chainfd-bench-gpu";
   for (int i = 1; i < argc; i++) {
@@ -911,7 +958,7 @@ int main(int argc, char** argv) {
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu|trees] [--cfa-steps K]\n");
       return 2;
     }
   }
@@ -920,12 +967,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
-                                      "rollout_long", "multigpu"};
+                                      "rollout_long", "multigpu", "trees"};
   int known = !only;
-  for (int k = 0; k < 8 && !known; k++) known = !strcmp(only, parts[k]);
+  for (int k = 0; k < 9 && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
-    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_long or "
-            "multigpu, not '%s'\n", prog, only);
+    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_long, "
+            "multigpu or trees, not '%s'\n", prog, only);
     return 2;
   }
   if (cfd_gpu_device_count() == 0) {
@@ -979,6 +1026,7 @@ int main(int argc, char** argv) {
     multi_gpu("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
               maxB < 16384 ? maxB : 16384, budget);  // B = 16384: 1.7 GB of trajectories each way
   }
+  if (!only || !strcmp(only, "trees")) trees(maxB, budget, cores);
   fprintf(json, "\n  ]\n}\n");
   fclose(json);
   printf("\nwrote %s\n", path);

@@ -6,7 +6,9 @@
 // children's as they are passed in (children have larger indices, so a reverse sweep meets each
 // link after all of them), and velocities and accelerations come from the parent's, kept per link.
 // A ball's links (joints.h) need nothing else: its three dofs are three links whose pivots d_i
-// factor the 3x3 block of the ball exactly as LDL^T would.
+// factor the 3x3 block of the ball exactly as LDL^T would. Its second and third links sit at the
+// identity in their parent (chain.h), so their transforms are skipped: their twists, inertias
+// and wrenches pass to the parent unchanged.
 #ifndef CHAINFD_ABA_TREE_H
 #define CHAINFD_ABA_TREE_H
 
@@ -31,10 +33,14 @@ CFD_HD int cfd_aba_tree(const cfd_chain* c, const double* q, const double* qd, c
     const double* S = c->screw + 6 * i;
     int par = c->parent[i], g = cfd_ball_first(c, i);
     double R[9], p[3], Vp[6] = {0, 0, 0, 0, 0, 0}, V[6], Vg[6], ci[6], JV[6], pb[6];
+    int same = c->kind[i] == CFD_LINK_BALL_NEXT;  // the identity in its parent
     cfd_link_pose(c, i, q, vstride, R, p);
     if (par >= 0)
       for (int k = 0; k < 6; k++) Vp[k] = W(par, k);
-    cfd_twist_to_child(R, p, Vp, V);
+    if (same)
+      for (int k = 0; k < 6; k++) V[k] = Vp[k];
+    else
+      cfd_twist_to_child(R, p, Vp, V);
     double qdi = qd[i * vstride];
     for (int k = 0; k < 6; k++) V[k] += S[k] * qdi;
     for (int k = 0; k < 6; k++) Vg[k] = g == i ? V[k] : W(g, k);
@@ -79,6 +85,15 @@ CFD_HD int cfd_aba_tree(const cfd_chain* c, const double* q, const double* qd, c
     for (int k = 0; k < 6; k++) ci[k] = W(i, 6 + k);
     cfd_inertia3_vec(&IA, ci, Iac);
     for (int k = 0; k < 6; k++) pa[k] = pA[k] + Iac[k] + U[k] * u * inv;
+    if (c->kind[i] == CFD_LINK_BALL_NEXT) {  // the identity: no transform
+      for (int k = 0; k < 6; k++) W(par, 51 + k) += pa[k];
+      for (int k = 0; k < 9; k++) {
+        W(par, 24 + k) += IA.A[k];
+        W(par, 33 + k) += IA.B[k];
+        W(par, 42 + k) += IA.C[k];
+      }
+      continue;
+    }
     for (int k = 0; k < 9; k++) R[k] = W(i, 12 + k);
     for (int k = 0; k < 3; k++) p[k] = W(i, 21 + k);
     cfd_wrench_to_parent(R, p, pa, pp);
@@ -100,9 +115,13 @@ CFD_HD int cfd_aba_tree(const cfd_chain* c, const double* q, const double* qd, c
     double ap[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]}, a[6], R[9], p[3];
     if (par >= 0)
       for (int k = 0; k < 6; k++) ap[k] = W(par, k);
-    for (int k = 0; k < 9; k++) R[k] = W(i, 12 + k);
-    for (int k = 0; k < 3; k++) p[k] = W(i, 21 + k);
-    cfd_twist_to_child(R, p, ap, a);
+    if (c->kind[i] == CFD_LINK_BALL_NEXT) {
+      for (int k = 0; k < 6; k++) a[k] = ap[k];
+    } else {
+      for (int k = 0; k < 9; k++) R[k] = W(i, 12 + k);
+      for (int k = 0; k < 3; k++) p[k] = W(i, 21 + k);
+      cfd_twist_to_child(R, p, ap, a);
+    }
     double Ua = 0;
     for (int k = 0; k < 6; k++) a[k] += W(i, 6 + k), Ua += W(i, 57 + k) * a[k];
     double qa = (W(i, 64) - Ua) / W(i, 63);

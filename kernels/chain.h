@@ -22,8 +22,9 @@ extern "C" {
 //  CFD_LINK_BALL:      the first dof of a ball joint (or a free joint's rotation): the rotation
 //                      exp(sum_k S_{i+k} r_k) about the joint's anchor, r = (q_i, q_i+1, q_i+2) the
 //                      rotation vector (MuJoCo's quaternion through its logarithm, joints.h)
-//  CFD_LINK_BALL_NEXT: the ball's second and third dofs: identity pose (their q is the BALL
-//                      link's), and a velocity term taken against the velocity before the ball
+//  CFD_LINK_BALL_NEXT: the ball's second and third dofs: identity pose (home_R = I, home_p = 0;
+//                      their q is the BALL link's), and a velocity term taken against the
+//                      velocity before the ball
 enum { CFD_LINK_SCREW = 0, CFD_LINK_BALL = 1, CFD_LINK_BALL_NEXT = 2 };
 
 typedef struct cfd_chain {
