@@ -125,8 +125,8 @@ static int predict_stepper(const mjModel* m) {
     chainfd_stepper_free(so);
   }
   if (rc == CHAINFD_OK && mujoco_own) {
-    printf("stepper: backend=auto hands every step to MuJoCo's own mj_step, the faster on a chain "
-           "this short (chainfd's dynamics: backend=cpu, or fallback=error)\n");
+    printf("stepper: backend=auto hands every step to MuJoCo's own mj_step, the faster on a model "
+           "this small or shallow (chainfd's dynamics: backend=cpu, or fallback=error)\n");
   } else if (rc == CHAINFD_OK) {
     printf("stepper: chainfd steps this model (backend %s)\n", st.backend);
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
@@ -135,7 +135,7 @@ static int predict_stepper(const mjModel* m) {
     printf("stepper: chainfd hands the initial state's step to MuJoCo: %s\n", st.last_fallback);
     if (mujoco_own)
       printf("  (and with this model's configuration, backend=auto hands every step to MuJoCo's own "
-             "mj_step, the faster on a chain this short)\n");
+             "mj_step, the faster on a model this small or shallow)\n");
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
     verdict = STEPPER_THIS_STATE;
   } else {

@@ -46,11 +46,27 @@ CFD_HD int cfd_aba_tree(const cfd_chain* c, const double* q, const double* qd, c
     for (int k = 0; k < 6; k++) Vg[k] = g == i ? V[k] : W(g, k);
     cfd_link_c(c, i, V, qdi, Vg, qd[g * vstride], ci);
     const double* J = c->inertia + 36 * i;
-    cfd_mat6_vec(J, V, JV);
-    cfd_neg_adstar(V, JV, pb);
+    // the rigid-body bias -ad*_V J V, J = [[Io, mc^], [mc^T, m]]: J V = [Io w + mc x v; m v +
+    // w x mc] (a massless link, as a ball's first two: none)
+    double m = J[21];
+    if (m != 0 || J[0] != 0 || J[7] != 0 || J[14] != 0) {
+      double mc[3] = {J[16], J[5], J[9]}, t[3];
+      JV[0] = J[0] * V[0] + J[1] * V[1] + J[2] * V[2];
+      JV[1] = J[6] * V[0] + J[7] * V[1] + J[8] * V[2];
+      JV[2] = J[12] * V[0] + J[13] * V[1] + J[14] * V[2];
+      cfd_cross(mc, V + 3, t);
+      JV[0] += t[0]; JV[1] += t[1]; JV[2] += t[2];
+      cfd_cross(V, mc, t);
+      JV[3] = m * V[3] + t[0]; JV[4] = m * V[4] + t[1]; JV[5] = m * V[5] + t[2];
+      cfd_neg_adstar(V, JV, pb);
+    } else {
+      for (int k = 0; k < 6; k++) pb[k] = 0;
+    }
     for (int k = 0; k < 6; k++) W(i, k) = V[k], W(i, 6 + k) = ci[k], W(i, 51 + k) = pb[k];
-    for (int k = 0; k < 9; k++) W(i, 12 + k) = R[k];
-    for (int k = 0; k < 3; k++) W(i, 21 + k) = p[k];
+    if (!same) {  // (a BALL_NEXT link's pose is never read)
+      for (int k = 0; k < 9; k++) W(i, 12 + k) = R[k];
+      for (int k = 0; k < 3; k++) W(i, 21 + k) = p[k];
+    }
     for (int r = 0; r < 3; r++)
       for (int k = 0; k < 3; k++) {
         W(i, 24 + 3 * r + k) = J[6 * r + k];

@@ -307,7 +307,28 @@ static void remember_model(chainfd_stepper* s, const mjModel* m) {
 // in O(n^3) but with small constants) beats chainfd's O(n) algorithms, so the stepper hands it the
 // whole step; from here on chainfd's cpu.fast wins (chainfd-bench-step --model and the crossover
 // in docs/RESULTS.md). Not under fallback=error, which asks for chainfd's dynamics or a refusal.
+// On a tree, or with ball or free joints (the tree sweeps of aba_tree.h, slower per dof than the
+// chain's), the measure is MuJoCo's: its factorisation costs about nM per dof (nM: the ancestors of
+// every dof, M's nonzeros), chainfd's a constant; MuJoCo's step wins while nM <= this many per dof
+// (ball chains: 0.88x of mj_step at 18.5 ancestors per dof, 1.12x at 24.5; a 30-dof floating tree
+// 0.54x at 8.3; chainfd-bench-step --model, docs/RESULTS.md).
 #define STEP_MUJOCO_MAX_NV 18
+#define STEP_MUJOCO_MAX_TREE_DEPTH 22
+
+// 1 when m's joints form one serial chain of hinges and slides (the chain sweeps' case)
+static int serial_chain(const mjModel* m) {
+  for (int j = 0; j < m->njnt; j++)
+    if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return 0;
+  for (int i = 0; i < m->nv; i++)
+    if (m->dof_parentid[i] != i - 1) return 0;
+  return 1;
+}
+
+// backend=auto on the CPU: whether MuJoCo's own step is the faster (the two constants above)
+static int mujoco_steps_faster(const mjModel* m) {
+  if (serial_chain(m)) return m->nv <= STEP_MUJOCO_MAX_NV;
+  return m->nM <= (long)STEP_MUJOCO_MAX_TREE_DEPTH * m->nv;
+}
 
 // The parameters are compared even where the model or the options refuse every call: an edit in
 // place can lift the refusal (a tendon's damping or armature set to zero, a massless link given
@@ -331,7 +352,7 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   if (s->cfg.is_auto) {
     const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
     const cfd_backend* b = cfd_backend_find(pick);
-    if (b && b->gpu_algorithm < 0 && m->nv <= STEP_MUJOCO_MAX_NV && !s->cfg.fallback_error) {
+    if (b && b->gpu_algorithm < 0 && mujoco_steps_faster(m) && !s->cfg.fallback_error) {
       s->use_mujoco = 1;
       snprintf(s->cfg.backend, sizeof s->cfg.backend, "mujoco");
       s->forward_refusal[0] = s->step_refusal[0] = 0;

@@ -55,12 +55,9 @@ mjModel* cfv_load(const char* path_or_spec, char* err, int err_size) {
   return cfd_load_model(path_or_spec, err, err_size);
 }
 
-static int count_links(const mjModel* m) {
-  int n = 0;
-  for (int j = 0; j < m->njnt; j++)
-    n += m->jnt_type[j] == mjJNT_HINGE || m->jnt_type[j] == mjJNT_SLIDE;
-  return n;
-}
+// the model's joints of every type (a ball or free joint is one link of several dofs); an
+// extended chain, whose joints are all hinges and slides, has as many links as dofs
+static int count_links(const mjModel* m) { return (int)m->njnt; }
 
 
 // Resolves a back-end name (short or full) to the table name the stepper would use.

@@ -272,6 +272,28 @@ static void test_config_errors(void) {
     mj_deleteModel(m);
   }
 
+  // backend=auto on trees and ball joints: MuJoCo's step while the dofs have few ancestors (the
+  // 30-dof floating tree), chainfd's on the 40-ball rope (STEP_MUJOCO_MAX_TREE_DEPTH in step.c)
+  {
+    static const struct { const char* scene; const char* backend; } trees[] = {
+        {CHAINFD_SCENES_DIR "/humanoid_tree.xml", "mujoco"},
+        {CHAINFD_SCENES_DIR "/floating_snake.xml", "mujoco"},
+        {CHAINFD_SCENES_DIR "/ball_rope.xml", "cpu.fast"}};
+    for (int i = 0; i < 3; i++) {
+      mjModel* m = load_file(trees[i].scene);
+      if (!m) continue;
+      mjData* d = mj_makeData(m);
+      EXPECT(chainfd_step(m, d) == 0, "%s: %s", trees[i].scene, chainfd_last_error());
+      chainfd_stats st;
+      chainfd_get_stats(m, d, &st);
+      EXPECT(!strcmp(st.backend, trees[i].backend), "%s: auto chose %s, not %s", trees[i].scene,
+             st.backend, trees[i].backend);
+      printf("%s: backend=auto -> %s\n", trees[i].scene, st.backend);
+      mj_deleteData(d);
+      mj_deleteModel(m);
+    }
+  }
+
   // no instance at all
   {
     char err[1024];
