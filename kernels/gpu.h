@@ -112,8 +112,10 @@ typedef enum {
   CFD_ABIA_WORLD_WARP = 8,   // a warp per instance in blocks of 32 links (aba_world_blocks.cuh)
   CFD_ABIA_WORLD_WARPS = 9,  // a warp per block of 32 links, a thread block per instance
   CFD_ABIA_SCAN = 10,        // scans over blocks of links, a cluster per instance (abia_scan.cu)
-  CFD_ABIA_TREE = 11         // a thread per instance on a tree or with ball joints (aba_tree.h),
-                             // scratch interleaved in global memory: the one kernel for those
+  CFD_ABIA_TREE = 11,        // a thread per instance on a tree or with ball joints, link frames
+                             // (aba_tree.h), scratch interleaved in global memory
+  CFD_ABIA_WORLD_TREE = 12   // the same in world coordinates (aba_world_tree.h): 7 numbers a
+                             // link kept, the model in shared memory; trees up to 64 links
 } cfd_abia_kernel;
 
 // cfd_gpu_tuning.cfa_steps: 0 takes CFD_CFA_REFINE_STEPS (chain.h); CFD_CFA_NO_REFINE: none.

@@ -651,8 +651,9 @@ static void test_trees(int quick) {
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
         int rs = cfd_gpu_fd(g, B, q, qd, tau, e, got, CFD_HOST, err, sizeof err);
         EXPECT(rs == 0, "%s B=%d: %s", trees[t].model, B, err);
-        EXPECT(cfd_gpu_abia_ran(g) == CFD_ABIA_TREE, "%s B=%d: kernel %d, not the tree kernel",
-               trees[t].model, B, cfd_gpu_abia_ran(g));
+        int kernel = n <= 64 ? CFD_ABIA_WORLD_TREE : CFD_ABIA_TREE;
+        EXPECT(cfd_gpu_abia_ran(g) == kernel, "%s B=%d: kernel %d, not the tree kernel %d",
+               trees[t].model, B, cfd_gpu_abia_ran(g), kernel);
         double eref = 0, etwin = 0;
         int checked = B < 64 ? B : 64;  // the reference is slow: the first 64 states of a batch
         for (int b = 0; b < checked; b++) {
@@ -667,6 +668,23 @@ static void test_trees(int quick) {
         EXPECT(eref <= trees[t].tol && etwin <= trees[t].tol, "%s B=%d: %.3e / %.3e > %.0e",
                trees[t].model, B, eref, etwin, trees[t].tol);
       }
+    }
+    if (!st && n <= 64) {  // the link-frame tree kernel forced where the rule takes the world one
+      cfd_gpu_tuning tune = {0};
+      tune.abia_kernel = CFD_ABIA_TREE;
+      EXPECT(cfd_gpu_set_tuning(g, &tune, err, sizeof err) == 0, "%s", err);
+      EXPECT(cfd_gpu_fd(g, 7, q, qd, tau, ex, got, CFD_HOST, err, sizeof err) == 0, "%s", err);
+      EXPECT(cfd_gpu_abia_ran(g) == CFD_ABIA_TREE, "%s: forced kernel %d", trees[t].model,
+             cfd_gpu_abia_ran(g));
+      double ef = 0;
+      for (int b = 0; b < 7; b++) {
+        size_t o = (size_t)b * n;
+        cfd_fd_reference(&c, q + o, qd + o, tau + o, ex + o, want);
+        ef = cfd_worst(ef, cfd_rel_err_inf(got + o, want, n));
+      }
+      printf("%-60.60s n=%-4d tree (link frames, forced) B=7 max_rel_err=%.2e\n", trees[t].model, n, ef);
+      EXPECT(ef <= trees[t].tol, "%s: the link-frame tree kernel %.3e", trees[t].model, ef);
+      EXPECT(cfd_gpu_set_tuning(g, NULL, err, sizeof err) == 0, "%s", err);
     }
     if (!st) {  // begin holds the states, finish solves them: the same numbers as fd
       EXPECT(cfd_gpu_fd_splits(g, 7) == 0, "%s: no split call on a tree", trees[t].model);

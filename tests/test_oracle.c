@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "aba_world.h"
+#include "aba_world_tree.h"
 #include "backend.h"
 #include "chain_gen.h"
 #include "mj_chain.h"
@@ -19,6 +20,15 @@ static const char* models[] = {
     "chain:64,random=1,seed=12,gravity=0,damping=0.1,actuators=2",
     "chain:120,random=1,seed=13,slide=0.2,multijoint=1,armature=0.02",
     "chain:200,random=1,seed=14,damping=0.05,armature=0.01,stiffness=0.5,actuators=1",
+};
+
+// trees: ball and free joints, branches, a floating base (test_model only: the chain algorithms
+// of the other tests refuse them)
+static const char* tree_models[] = {
+    "chain:40,random=1,seed=15,branch=0.3,ball=0.3,free=1,slide=0.1,damping=0.1,actuators=1",
+    "chain:60,ball=1,damping=0.05,armature=0.01",
+    "chain:150,random=1,seed=16,branch=0.5,ball=0.2,multijoint=1,armature=0.01",
+    "chain:30,random=1,seed=17,branch=0.2,free=1,stiffness=0.5,armature=0.02,actuators=2",
 };
 
 // Solves (A + diag) x = b with MuJoCo's dense Cholesky (A full n x n, overwritten).
@@ -45,7 +55,7 @@ static void test_model(const char* spec) {
   double* ref = malloc(sizeof(double) * nv);
   double* got = malloc(sizeof(double) * nv);
   double* first = calloc(nv, sizeof(double));
-  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0};
+  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0}, worst_world = 0;
   cfd_rng rng = {1234};
   int states = nv > 100 ? 5 : 20;
   for (int s = 0; s < states; s++) {
@@ -54,8 +64,27 @@ static void test_model(const char* spec) {
     // mass matrix
     mj_fullM(m, d, Mmj);
     double* q = malloc(sizeof(double) * nv);
-    for (int i = 0; i < nv; i++) q[i] = d->qpos[c.qpos[i]] - c.qpos0[i];
+    cfd_chain_q_from_qpos(&c, d->qpos, q);
     cfd_mass_matrix_cpu(&c, q, M, work);
+    // the world-coordinate tree sweeps (the GPU's tree kernel, aba_world_tree.h), their CPU twin
+    {
+      int* slot = malloc(sizeof(int) * (nv + 1));
+      int slots = cfd_wtree_plan(&c, slot);
+      double* ww = malloc(sizeof(double) * (CFD_WTREE_LINK_DOUBLES * nv + CFD_WTREE_SLOT_DOUBLES * slots));
+      double *qd = malloc(sizeof(double) * nv), *tau = malloc(sizeof(double) * nv);
+      double* xw = malloc(sizeof(double) * 6 * m->nbody);
+      double* wt = malloc(sizeof(double) * nv);
+      cfd_state_from_data(m, d, &c, q, qd, tau, xw);
+      mj_fullM(m, d, Mmj);
+      double* Mc = malloc(sizeof(double) * nv * nv);
+      memcpy(Mc, Mmj, sizeof(double) * nv * nv);
+      double* zero = calloc(nv, sizeof(double));
+      mj_dense_solve(Mc, zero, d->qfrc_smooth, ref, nv);
+      int st = cfd_aba_world_tree(&c, slot, q, qd, tau, NULL, wt, 1, ww, 1);
+      EXPECT(st == 0, "%s: world tree status %d", spec, st);
+      worst_world = cfd_worst(worst_world, cfd_rel_err_inf(wt, ref, nv));
+      free(slot); free(ww); free(qd); free(tau); free(xw); free(wt); free(Mc); free(zero);
+    }
     free(q);
     double e = cfd_rel_err_inf(M, Mmj, nv * nv);
     worst_M = cfd_worst(worst_M, e);
@@ -66,11 +95,12 @@ static void test_model(const char* spec) {
       if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // test_gpu covers the GPU
       const char* name = cfd_backend_get(b)->name;
       cfd_solver* sv = cfd_solver_create(m, name, err, sizeof err);
-      // the one refusal expected: CFA on a link with a singular inertia (massless inner bodies of
-      // multi-joint bodies, slide_hinge's wrist); test_refusals covers its message
-      int may_refuse = strstr(name, ".cfa") && (strstr(spec, "multijoint=1") || strstr(spec, "slide_hinge"));
-      EXPECT(sv || (may_refuse && strstr(err, "singular")), "%s %s: unexpected refusal: %s", spec,
-             name, err);
+      // the refusals expected: CFA on a link with a singular inertia (massless inner bodies of
+      // multi-joint bodies, slide_hinge's wrist) or on a tree; test_refusals covers the messages
+      int may_refuse = strstr(name, ".cfa") && (strstr(spec, "multijoint=1") || strstr(spec, "slide_hinge") ||
+                                                 !cfd_chain_is_serial(&c));
+      EXPECT(sv || (may_refuse && (strstr(err, "singular") || strstr(err, "serial chains"))),
+             "%s %s: unexpected refusal: %s", spec, name, err);
       if (!sv) {
         worst_diag[b] = worst_cross[b] = -1;
         continue;
@@ -88,12 +118,14 @@ static void test_model(const char* spec) {
       cfd_solver_free(sv);
     }
   }
-  printf("%s\n  mass matrix vs mj_fullM: %.2e\n", spec, worst_M);
+  printf("%s\n  mass matrix vs mj_fullM: %.2e\n  world-coordinate tree sweeps (no h*damping) vs "
+         "MuJoCo's M: %.2e\n", spec, worst_M, worst_world);
   EXPECT(worst_M <= 1e-12, "%s: M vs mj_fullM %.3e", spec, worst_M);
+  EXPECT(worst_world <= 1e-10, "%s: world tree sweeps %.3e", spec, worst_world);
   for (int b = 0; b < cfd_backend_count(); b++) {
     if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;
     if (worst_diag[b] < 0) {
-      printf("  %-10s refused (singular link)\n", cfd_backend_get(b)->name);
+      printf("  %-10s refused (singular link, or a tree)\n", cfd_backend_get(b)->name);
       continue;
     }
     printf("  %-10s with h*damping vs MuJoCo's M: %.2e   vs %s: %.2e\n", cfd_backend_get(b)->name,
@@ -400,5 +432,6 @@ int main(void) {
   test_pitched_screw();
   test_far_angles();
   for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) test_model(models[i]);
+  for (size_t i = 0; i < sizeof(tree_models) / sizeof(tree_models[0]); i++) test_model(tree_models[i]);
   TEST_EXIT();
 }

@@ -10,10 +10,12 @@
 //     links (aba_world_blocks.cuh), 8 lanes in link frames beyond (aba_lanes.cuh);
 //   - scans over blocks of links, a cluster of thread blocks per instance, for long chains in
 //     small batches (abia_scan.cu);
-//   - on a tree, or with ball joints, a thread per instance through aba_tree.h.
+//   - on a tree, or with ball joints, a thread per instance: in world coordinates up to
+//     ABIA_WT_MAX_N links (aba_world_tree.h), in link frames beyond (aba_tree.h).
 // Kernels measured and dropped are in bench/variants/.
 #include "aba_core.h"
 #include "aba_tree.h"
+#include "aba_world_tree.h"
 #include "aba_lanes.cuh"
 #include "aba_world.h"
 #include "aba_world_blocks.cuh"
@@ -37,6 +39,8 @@
                               // warps cost more than they save)
 #define ABIA_SCAN_FROM_N 128  // the scans, from this length on where the world warps would run
 #define ABIA_SCAN_MAX_B 512   // the scans for chains past ABIA_WB_MAX_N, up to this batch
+#define ABIA_WT_MAX_N 64      // trees in world coordinates up to this many links (rounding grows
+                              // with the tree's extent; link frames past it)
 
 __global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
 abia_kernel(cfd_chain c, int B, const double* __restrict__ q, const double* __restrict__ qd,
@@ -59,6 +63,31 @@ abia_tree_kernel(cfd_chain c, int B, const double* __restrict__ q, const double*
   if (b >= B) return;
   long o = (long)b * c.n;
   int st = cfd_aba_tree(&c, q + o, qd + o, tau + o, extra ? extra + o : NULL, qacc + o, 1, work + b, B);
+  if (st) cfd_gpu_raise(error, st);
+}
+
+// A tree up to ABIA_WT_MAX_N links: the world-coordinate sweeps (aba_world_tree.h), as
+// abia_world_kernel takes chains: 7 numbers a link kept (and a slot per branch point), the model,
+// the tree's parents, kinds and plan copied into shared memory.
+__global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
+abia_world_tree_kernel(cfd_chain c, const int* __restrict__ plan, int B, const double* __restrict__ q,
+                       const double* __restrict__ qd, const double* __restrict__ tau,
+                       const double* __restrict__ extra, double* __restrict__ qacc,
+                       double* __restrict__ work, int* error) {
+  extern __shared__ double model[];
+  int n = c.n;
+  int* ints = (int*)(model + CFD_MODEL_SHARED_DOUBLES(n));
+  for (int j = threadIdx.x; j < n; j += blockDim.x) ints[j] = c.parent[j], ints[n + j] = c.kind[j];
+  for (int j = threadIdx.x; j <= n; j += blockDim.x) ints[2 * n + j] = plan[j];
+  cfd_model_to_shared(c, model);
+  c.parent = ints;
+  c.kind = ints + n;
+  __syncthreads();
+  int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  long o = (long)b * n;
+  int st = cfd_aba_world_tree(&c, ints + 2 * n, q + o, qd + o, tau + o, extra ? extra + o : NULL,
+                              qacc + o, 1, work + b, B);
   if (st) cfd_gpu_raise(error, st);
 }
 
@@ -269,7 +298,7 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
 // The measurements behind each bound: docs/RESULTS.md, bench/results/LOG.md.
 cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
-  if (g->tree) return CFD_ABIA_TREE;
+  if (g->tree) return n <= ABIA_WT_MAX_N ? CFD_ABIA_WORLD_TREE : CFD_ABIA_TREE;
   if (jf && n <= ABIA_WORLD_MAX_N && B <= ABIA_WL_MAX_B) return CFD_ABIA_WORLD_LANES;
   if (jf && n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B)
     return n > ABIA_SCAN_FROM_N ? CFD_ABIA_SCAN : CFD_ABIA_WORLD_WARPS;
@@ -283,7 +312,7 @@ cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
 // without joint frames); an unknown number: the rule.
 static cfd_abia_kernel abia_forced(const cfd_gpu* g, int B, int k) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
-  if (g->tree) return CFD_ABIA_TREE;
+  if (g->tree) return k == CFD_ABIA_TREE || n > ABIA_WT_MAX_N ? CFD_ABIA_TREE : CFD_ABIA_WORLD_TREE;
   switch (k) {
     case CFD_ABIA_THREAD: case CFD_ABIA_LANES: case CFD_ABIA_SCAN: return (cfd_abia_kernel)k;
     case CFD_ABIA_WORLD_THREAD: return n <= ABIA_WORLD_MAX_N ? CFD_ABIA_WORLD_THREAD : CFD_ABIA_THREAD;
@@ -363,6 +392,12 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
       abia_tree_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc,
                                                                g->work, error);
       break;
+    case CFD_ABIA_WORLD_TREE: {
+      size_t shared = sizeof(double) * CFD_MODEL_SHARED_DOUBLES(g->n) + sizeof(int) * (3 * g->n + 1);
+      abia_world_tree_kernel<<<blocks, ABIA_THREADS, shared, g->stream>>>(
+          g->chain, g->tree_plan, B, q, qd, tau, extra, qacc, g->work, error);
+      break;
+    }
     default:
       abia_kernel<<<blocks, ABIA_THREADS, 0, g->stream>>>(g->chain, B, q, qd, tau, extra, qacc,
                                                           g->work, error);

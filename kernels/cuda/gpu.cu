@@ -6,6 +6,7 @@
 
 #include "aba_core.h"
 #include "aba_tree.h"
+#include "aba_world_tree.h"
 #include "aba_lanes.cuh"
 #include "aba_scan.h"
 #include "aba_world_tau.h"
@@ -124,7 +125,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   free_batch_buffers(g);
   cfd_gpu_chain_free(&g->chain, &g->chain_jf);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
-  cudaFree(g->chain_f32);
+  cudaFree(g->chain_f32); cudaFree(g->tree_plan);
   cudaFree(g->scan_starts); cudaFree(g->scan_work); cudaFree(g->marks);
   free(g->scan_can_end);
   cudaFreeHost(g->status);
@@ -268,6 +269,15 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   if (!e) e = cudaDeviceGetAttribute(&maps, cudaDevAttrCanMapHostMemory, device);
   g->maps_host = uva && maps;  // page-locked memory then has one address on both sides
   if (!e) e = cfd_gpu_chain_upload(c, alg == CFD_GPU_ABIA, &g->chain, &g->chain_jf);
+  if (!e && tree) {  // the world tree kernel's plan (aba_world_tree.h), once per chain
+    int* plan = (int*)malloc(sizeof(int) * (n + 1));
+    if (!plan) e = cudaErrorMemoryAllocation;
+    else {
+      g->tree_slots = cfd_wtree_plan(c, plan);
+      e = upload_int(&g->tree_plan, plan, (size_t)n + 1);
+      free(plan);
+    }
+  }
   if (!e && alg == CFD_GPU_CFA) {
     e = upload(&g->jinv, jinv, 36 * (size_t)n);
     if (!e) e = upload(&g->basis, basis, 36 * (size_t)n);
@@ -321,9 +331,12 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   return 0;
 }
 
-// g's scratch per instance: its algorithm's, or on a tree the tree kernel's (aba_tree.h)
+// g's scratch per instance: its algorithm's, or on a tree the larger of the tree kernels'
 static size_t work_per_instance(const cfd_gpu* g) {
-  return g->tree ? (size_t)g->n * CFD_ABA_TREE_LINK_DOUBLES : cfd_gpu_work_per_instance(g->alg, g->n);
+  if (!g->tree) return cfd_gpu_work_per_instance(g->alg, g->n);
+  size_t link = (size_t)g->n * CFD_ABA_TREE_LINK_DOUBLES;
+  size_t world = (size_t)g->n * CFD_WTREE_LINK_DOUBLES + (size_t)g->tree_slots * CFD_WTREE_SLOT_DOUBLES;
+  return link > world ? link : world;
 }
 
 // Instances per launch for B: bounded by the grid, and by the scratch budget for huge batches.

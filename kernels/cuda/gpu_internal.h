@@ -19,7 +19,9 @@ struct cfd_gpu {
   int device;
   cfd_gpu_algorithm alg;
   int n;
-  int tree;            // the chain is not serial (a tree, or ball joints): ABIA's tree kernel
+  int tree;            // the chain is not serial (a tree, or ball joints): ABIA's tree kernels
+  int* tree_plan;      // device: the world tree kernel's plan (cfd_awt_plan: n + 1 entries)
+  int tree_slots;      // its slots
   cfd_chain chain;     // the model, device pointers
   cfd_chain chain_jf;  // ABIA: the model in joint frames (cfd_chain_in_joint_frames), device
                        // pointers; home_R NULL where it has none (a screw with pitch)
