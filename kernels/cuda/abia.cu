@@ -68,8 +68,12 @@ abia_tree_kernel(cfd_chain c, int B, const double* __restrict__ q, const double*
 
 // A tree up to ABIA_WT_MAX_N links: the world-coordinate sweeps (aba_world_tree.h), as
 // abia_world_kernel takes chains: 7 numbers a link kept (and a slot per branch point), the model,
-// the tree's parents, kinds and plan copied into shared memory.
-__global__ void __launch_bounds__(ABIA_THREADS, ABIA_MIN_BLOCKS)
+// the tree's parents, kinds and plan copied into shared memory. ABIA_WT_MIN_BLOCKS blocks per SM
+// bound its registers (-D to measure another: bench/results/LOG.md).
+#ifndef ABIA_WT_MIN_BLOCKS
+#define ABIA_WT_MIN_BLOCKS 2
+#endif
+__global__ void __launch_bounds__(ABIA_THREADS, ABIA_WT_MIN_BLOCKS)
 abia_world_tree_kernel(cfd_chain c, const int* __restrict__ plan, int B, const double* __restrict__ q,
                        const double* __restrict__ qd, const double* __restrict__ tau,
                        const double* __restrict__ extra, double* __restrict__ qacc,
