@@ -60,18 +60,38 @@ CFD_HD void cfd_wtree_ball_motion(const cfd_chain* c, int g, int i, const double
   for (int k = 0; k < 6; k++) m[k] = 0;
   for (int j = g; j <= i; j++) {
     double Sw[6], x = qd[j * vstride];
-    cfd_abw_screw(c->screw + 6 * j, 0, R, p, Sw);
+    cfd_abw_screw(c->screw + 6 * j, 0, R, p, Sw);  // (a ball's: never in joint frames)
     for (int k = 0; k < 6; k++) m[k] += Sw[k] * x;
   }
 }
 
+// Link i's pose in its parent. jf: c is in joint frames (cfd_chain_in_joint_frames), where a
+// hinge's or slide's pose is H Rz(q) or H Tz(q), a few multiply-adds (a ball's links keep theirs).
+CFD_HD void cfd_wtree_local(const cfd_chain* c, int jf, int i, const double* q, long vstride,
+                            double R[9], double p[3]) {
+  if (jf && c->kind[i] == CFD_LINK_SCREW) {
+    double x = q[i * vstride], s = 0, co = 1;
+    int slide = c->screw[6 * i + 2] == 0;
+    if (!slide) cfd_sincos(x, &s, &co);
+    cfd_abw_local_jf(c->home_R + 9 * i, c->home_p + 3 * i, slide, x, s, co, R, p);
+  } else {
+    cfd_link_pose(c, i, q, vstride, R, p);
+  }
+}
+
+// Link i's world screw at its world pose (R, p)
+CFD_HD void cfd_wtree_screw(const cfd_chain* c, int jf, int i, const double R[9], const double p[3],
+                            double Sw[6]) {
+  cfd_abw_screw(c->screw + 6 * i, jf && c->kind[i] == CFD_LINK_SCREW, R, p, Sw);
+}
+
 // Link i's world pose (R, p) from its parent's (Rp, pp), and with root links (parent -1) placed
 // about the origin o.
-CFD_HD void cfd_wtree_pose(const cfd_chain* c, int i, const double* q, long vstride,
-                         const double Rp[9], const double pp[3], const double o[3], double R[9],
-                         double p[3]) {
+CFD_HD void cfd_wtree_pose(const cfd_chain* c, int jf, int i, const double* q, long vstride,
+                           const double Rp[9], const double pp[3], const double o[3], double R[9],
+                           double p[3]) {
   double Rl[9], pl[3];
-  cfd_link_pose(c, i, q, vstride, Rl, pl);
+  cfd_wtree_local(c, jf, i, q, vstride, Rl, pl);
   if (c->parent[i] < 0) {
     for (int k = 0; k < 9; k++) R[k] = Rl[k];
     for (int k = 0; k < 3; k++) p[k] = pl[k] - o[k];
@@ -81,8 +101,8 @@ CFD_HD void cfd_wtree_pose(const cfd_chain* c, int i, const double* q, long vstr
 }
 
 // qacc for one state; vectors entry j at [j * vstride], scratch entry k at work[k * stride];
-// slot: cfd_wtree_plan's. CFD_OK or CFD_ERR_SINGULAR.
-CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double* q,
+// slot: cfd_wtree_plan's; jf: c is in joint frames (cfd_wtree_local). CFD_OK or CFD_ERR_SINGULAR.
+CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const double* q,
                               const double* qd, const double* tau, const double* extra_diag,
                               double* qacc, long vstride, double* work, long stride) {
   const int n = c->n, r = slot[n];
@@ -94,7 +114,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double*
   double o[3], R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0}, V[6] = {0, 0, 0, 0, 0, 0};
   for (int i = 0; i <= r; i++) {
     double Rn[9], pn[3];
-    cfd_wtree_pose(c, i, q, vstride, R, p, zero, Rn, pn);
+    cfd_wtree_pose(c, jf, i, q, vstride, R, p, zero, Rn, pn);
     for (int k = 0; k < 9; k++) R[k] = Rn[k];
     for (int k = 0; k < 3; k++) p[k] = pn[k];
   }
@@ -114,9 +134,9 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double*
       for (int k = 0; k < 3; k++) pp[k] = p[k];
       for (int k = 0; k < 6; k++) Vp[k] = V[k];
     }
-    cfd_wtree_pose(c, i, q, vstride, Rp, pp, o, R, p);
+    cfd_wtree_pose(c, jf, i, q, vstride, Rp, pp, o, R, p);
     double Sw[6], x = qd[i * vstride];
-    cfd_abw_screw(c->screw + 6 * i, 0, R, p, Sw);
+    cfd_wtree_screw(c, jf, i, R, p, Sw);
     for (int k = 0; k < 6; k++) V[k] = Vp[k] + Sw[k] * x;
     int s = slot[i];
     if (s >= 0) {
@@ -147,7 +167,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double*
     cfd_abw_bias(J10, V, bias);
     cfd_abw_add(&IA, J10);
     for (int k = 0; k < 6; k++) pA[k] += bias[k];
-    cfd_abw_screw(c->screw + 6 * i, 0, R, p, Sw);
+    cfd_wtree_screw(c, jf, i, R, p, Sw);
     cfd_abw_mul(&IA, Sw, U);
     double d = cfd_dot6(Sw, U) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);
     if (!(d > 0)) return CFD_ERR_SINGULAR;
@@ -178,7 +198,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double*
     if (i == 0) break;
     if (par == i - 1) {  // walk back: T_{i-1} = T_i T_loc^-1, V_{i-1} = V_i - S_i qd_i
       double Rl[9], pl[3], Rq[9], t[3];
-      cfd_link_pose(c, i, q, vstride, Rl, pl);
+      cfd_wtree_local(c, jf, i, q, vstride, Rl, pl);
       for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
           Rq[3 * a + b] = R[3 * a] * Rl[3 * b] + R[3 * a + 1] * Rl[3 * b + 1] + R[3 * a + 2] * Rl[3 * b + 2];
@@ -210,9 +230,9 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, const int* slot, const double*
       for (int k = 0; k < 3; k++) pp[k] = p[k];
       for (int k = 0; k < 6; k++) Vp[k] = V[k], ap[k] = a[k];
     }
-    cfd_wtree_pose(c, i, q, vstride, Rp, pp, o, R, p);
+    cfd_wtree_pose(c, jf, i, q, vstride, Rp, pp, o, R, p);
     double Sw[6], Sqd[6], ci[6], x = qd[i * vstride];
-    cfd_abw_screw(c->screw + 6 * i, 0, R, p, Sw);
+    cfd_wtree_screw(c, jf, i, R, p, Sw);
     if (c->kind[i] != CFD_LINK_BALL_NEXT)
       for (int k = 0; k < 6; k++) Vball[k] = Vp[k];  // before this joint (a ball: before the ball)
     for (int k = 0; k < 6; k++) Sqd[k] = Sw[k] * x, V[k] = Vp[k] + Sqd[k];

@@ -157,8 +157,9 @@ int cfd_fd_fast_cpu(const cfd_chain* c, const double* q, const double* qd, const
 
 // The same chain in joint frames (as cfd_fast_prepare uses it): each link's frame moved onto its
 // joint axis with z along it, so that every screw is e_z (angular for a hinge, linear for a slide);
-// same q, same qacc. Allocates out (cfd_chain_free). Returns 0, 1 for a screw with pitch (no such
-// frame), or CFD_ERR_ALLOC.
+// same q, same qacc. On a tree each link's home pose is taken from its parent's joint frame; a
+// ball's links keep their own frames (their three screws share one). Allocates out
+// (cfd_chain_free). Returns 0, 1 for a screw with pitch (no such frame), or CFD_ERR_ALLOC.
 int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out);
 
 // A high-precision reference qacc (mixed-precision iterative refinement with a long-double

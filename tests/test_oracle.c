@@ -55,7 +55,8 @@ static void test_model(const char* spec) {
   double* ref = malloc(sizeof(double) * nv);
   double* got = malloc(sizeof(double) * nv);
   double* first = calloc(nv, sizeof(double));
-  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0}, worst_world = 0;
+  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0}, worst_world = 0,
+         worst_world_jf = -1;
   cfd_rng rng = {1234};
   int states = nv > 100 ? 5 : 20;
   for (int s = 0; s < states; s++) {
@@ -80,9 +81,16 @@ static void test_model(const char* spec) {
       memcpy(Mc, Mmj, sizeof(double) * nv * nv);
       double* zero = calloc(nv, sizeof(double));
       mj_dense_solve(Mc, zero, d->qfrc_smooth, ref, nv);
-      int st = cfd_aba_world_tree(&c, slot, q, qd, tau, NULL, wt, 1, ww, 1);
+      int st = cfd_aba_world_tree(&c, 0, slot, q, qd, tau, NULL, wt, 1, ww, 1);
       EXPECT(st == 0, "%s: world tree status %d", spec, st);
       worst_world = cfd_worst(worst_world, cfd_rel_err_inf(wt, ref, nv));
+      cfd_chain cj;  // and in joint frames, as the GPU takes them
+      if (cfd_chain_in_joint_frames(&c, &cj) == 0) {
+        st = cfd_aba_world_tree(&cj, 1, slot, q, qd, tau, NULL, wt, 1, ww, 1);
+        EXPECT(st == 0, "%s: world tree (joint frames) status %d", spec, st);
+        worst_world_jf = cfd_worst(worst_world_jf, cfd_rel_err_inf(wt, ref, nv));
+        cfd_chain_free(&cj);
+      }
       free(slot); free(ww); free(qd); free(tau); free(xw); free(wt); free(Mc); free(zero);
     }
     free(q);
@@ -119,9 +127,10 @@ static void test_model(const char* spec) {
     }
   }
   printf("%s\n  mass matrix vs mj_fullM: %.2e\n  world-coordinate tree sweeps (no h*damping) vs "
-         "MuJoCo's M: %.2e\n", spec, worst_M, worst_world);
+         "MuJoCo's M: %.2e, in joint frames %.2e\n", spec, worst_M, worst_world, worst_world_jf);
   EXPECT(worst_M <= 1e-12, "%s: M vs mj_fullM %.3e", spec, worst_M);
-  EXPECT(worst_world <= 1e-10, "%s: world tree sweeps %.3e", spec, worst_world);
+  EXPECT(worst_world <= 1e-10 && worst_world_jf >= 0 && worst_world_jf <= 1e-10,
+         "%s: world tree sweeps %.3e, in joint frames %.3e", spec, worst_world, worst_world_jf);
   for (int b = 0; b < cfd_backend_count(); b++) {
     if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;
     if (worst_diag[b] < 0) {

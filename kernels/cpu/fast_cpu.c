@@ -27,6 +27,7 @@
 #define _GNU_SOURCE  // sincos (libm, for the lanes out of sin_cos4's range)
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "aba_core.h"
@@ -226,22 +227,46 @@ static int joint_frame_link(const cfd_chain* c, int i, double Gi_R[9], double Gi
 int cfd_chain_in_joint_frames(const cfd_chain* c, cfd_chain* out) {
   int n = c->n;
   if (cfd_chain_alloc(out, n)) return CFD_ERR_ALLOC;
-  double Gi_R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, Gi_p[3] = {0, 0, 0};
+  double* Ginv = malloc(sizeof(double) * 12 * (n > 0 ? n : 1));  // each link's G^-1: R 9, p 3
+  if (!Ginv) {
+    cfd_chain_free(out);
+    return CFD_ERR_ALLOC;
+  }
+  static const double I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   for (int i = 0; i < n; i++) {
-    int slide;
-    if (joint_frame_link(c, i, Gi_R, Gi_p, out->home_R + 9 * i, out->home_p + 3 * i,
-                         out->inertia + 36 * i, &slide)) {
-      cfd_chain_free(out);
-      return 1;
+    int par = c->parent[i];
+    double Gi_R[9], Gi_p[3];  // the parent's G^-1 (the identity for a root), then this link's
+    memcpy(Gi_R, par >= 0 ? Ginv + 12 * par : I3, sizeof Gi_R);
+    for (int k = 0; k < 3; k++) Gi_p[k] = par >= 0 ? Ginv[12 * par + 9 + k] : 0;
+    int slide = 0;
+    if (c->kind[i] == CFD_LINK_SCREW) {
+      if (joint_frame_link(c, i, Gi_R, Gi_p, out->home_R + 9 * i, out->home_p + 3 * i,
+                           out->inertia + 36 * i, &slide)) {
+        free(Ginv);
+        cfd_chain_free(out);
+        return 1;
+      }
+      for (int k = 0; k < 6; k++) out->screw[6 * i + k] = k == (slide ? 5 : 2);
+    } else {  // a ball's links keep their frames (G = I): H' = G_parent^-1 H
+      cfd_se3_mul(Gi_R, Gi_p, c->home_R + 9 * i, c->home_p + 3 * i, out->home_R + 9 * i,
+                  out->home_p + 3 * i);
+      memcpy(out->inertia + 36 * i, c->inertia + 36 * i, 36 * sizeof(double));
+      memcpy(out->screw + 6 * i, c->screw + 6 * i, 6 * sizeof(double));
+      memcpy(Gi_R, I3, sizeof Gi_R);
+      Gi_p[0] = Gi_p[1] = Gi_p[2] = 0;
     }
-    for (int k = 0; k < 6; k++) out->screw[6 * i + k] = k == (slide ? 5 : 2);
+    memcpy(Ginv + 12 * i, Gi_R, sizeof Gi_R);
+    memcpy(Ginv + 12 * i + 9, Gi_p, sizeof Gi_p);
     out->armature[i] = c->armature[i];
+    out->parent[i] = c->parent[i];
+    out->kind[i] = c->kind[i];
     if (c->body) out->body[i] = c->body[i];
     if (c->jnt) out->jnt[i] = c->jnt[i];
     if (c->dof) out->dof[i] = c->dof[i];
     if (c->qpos) out->qpos[i] = c->qpos[i];
     if (c->qpos0) out->qpos0[i] = c->qpos0[i];
   }
+  free(Ginv);
   for (int k = 0; k < 3; k++) out->gravity[k] = c->gravity[k];
   return 0;
 }

@@ -73,6 +73,7 @@ abia_tree_kernel(cfd_chain c, int B, const double* __restrict__ q, const double*
 #ifndef ABIA_WT_MIN_BLOCKS
 #define ABIA_WT_MIN_BLOCKS 2
 #endif
+template <bool JF>
 __global__ void __launch_bounds__(ABIA_THREADS, ABIA_WT_MIN_BLOCKS)
 abia_world_tree_kernel(cfd_chain c, const int* __restrict__ plan, int B, const double* __restrict__ q,
                        const double* __restrict__ qd, const double* __restrict__ tau,
@@ -90,8 +91,8 @@ abia_world_tree_kernel(cfd_chain c, const int* __restrict__ plan, int B, const d
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   long o = (long)b * n;
-  int st = cfd_aba_world_tree(&c, ints + 2 * n, q + o, qd + o, tau + o, extra ? extra + o : NULL,
-                              qacc + o, 1, work + b, B);
+  int st = cfd_aba_world_tree(&c, JF, ints + 2 * n, q + o, qd + o, tau + o,
+                              extra ? extra + o : NULL, qacc + o, 1, work + b, B);
   if (st) cfd_gpu_raise(error, st);
 }
 
@@ -398,8 +399,12 @@ cudaError_t cfd_gpu_launch_abia(cfd_gpu* g, int B, const double* q, const double
       break;
     case CFD_ABIA_WORLD_TREE: {
       size_t shared = sizeof(double) * CFD_MODEL_SHARED_DOUBLES(g->n) + sizeof(int) * (3 * g->n + 1);
-      abia_world_tree_kernel<<<blocks, ABIA_THREADS, shared, g->stream>>>(
-          g->chain, g->tree_plan, B, q, qd, tau, extra, qacc, g->work, error);
+      if (g->chain_jf.home_R)  // in joint frames: a hinge's pose and screw in a few multiply-adds
+        abia_world_tree_kernel<true><<<blocks, ABIA_THREADS, shared, g->stream>>>(
+            g->chain_jf, g->tree_plan, B, q, qd, tau, extra, qacc, g->work, error);
+      else
+        abia_world_tree_kernel<false><<<blocks, ABIA_THREADS, shared, g->stream>>>(
+            g->chain, g->tree_plan, B, q, qd, tau, extra, qacc, g->work, error);
       break;
     }
     default:

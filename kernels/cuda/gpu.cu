@@ -179,8 +179,8 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
   dev_jf->armature = dev->armature;  // the same in joint frames
   dev_jf->parent = dev->parent;
   dev_jf->kind = dev->kind;
-  cfd_chain jf;  // (a chain's frames only: on a tree each link's frame is its parent's business)
-  if (!e && joint_frames && cfd_chain_is_serial(c) && cfd_chain_in_joint_frames(c, &jf) == 0) {
+  cfd_chain jf;
+  if (!e && joint_frames && cfd_chain_in_joint_frames(c, &jf) == 0) {
     e = upload(&dev_jf->home_R, jf.home_R, 9 * n);
     if (!e) e = upload(&dev_jf->home_p, jf.home_p, 3 * n);
     if (!e) e = upload(&dev_jf->screw, jf.screw, 6 * n);
