@@ -41,7 +41,12 @@ static const gpu_case cases[] = {
     {"chain:33,random=1,seed=32,slide=0.3,armature=0.02", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
     {"chain:200,random=1,seed=33,armature=0.01", {1, 7, 1000}, 1e-10, 0, CFA_SOLVES},
     {"chain:200,random=1,seed=34,slide=0.2", {1, 7, 0}, 1e-10, 0, CFA_SOLVES},
-    {"chain:1000,random=1,seed=35,armature=0.01", {1, 7, 1000}, 1e-9, 1024, CFA_SMALL_BATCHES},
+    // (2e-9: the ABA's own rounding on this ill-conditioned chain is about 1e-9 in its worst of
+    // 1000 states, and moves with the model's last bits: cuda.abia's worst went from 5.7e-10 to
+    // 1.05e-9, its CPU twin's from 6.9e-10 alike, when the adapter's screws moved by one unit in
+    // the last place (a cross product contracted to FMA differently); the kernel against its twin
+    // stays 7e-11)
+    {"chain:1000,random=1,seed=35,armature=0.01", {1, 7, 1000}, 2e-9, 1024, CFA_SMALL_BATCHES},
     {"chain:1000,random=1,seed=36,armature=0.01", {1, 3, 0}, 1e-8, 4096, CFA_MAY_NOT_CONVERGE},
     // a uniform chain at cuda.cfa's cap, where CFA converges; and of 4096 links (refused by
     // cuda.cfa as past the cap, solved by the others)
