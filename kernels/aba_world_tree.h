@@ -100,19 +100,6 @@ CFD_HD void cfd_wtree_pose(const cfd_chain* c, int jf, int i, const double* q, l
   }
 }
 
-// 1 when links i-2 .. i are a ball whose first two links carry nothing and keep no slot (as the
-// adapter builds a ball): the sweeps then take it as one 3-dof joint (one 3x3 pivot for three
-// rank-one updates), i its last link
-CFD_HD int cfd_wtree_ball_block(const cfd_chain* c, const int* slot, int i) {
-  if (i < 2 || c->kind[i] != CFD_LINK_BALL_NEXT || c->kind[i - 2] != CFD_LINK_BALL) return 0;
-  if (i + 1 < c->n && c->kind[i + 1] == CFD_LINK_BALL_NEXT) return 0;
-  for (int j = i - 2; j < i; j++) {
-    const double* J = c->inertia + 36 * j;
-    if (slot[j] >= 0 || J[0] != 0 || J[7] != 0 || J[14] != 0 || J[21] != 0) return 0;
-  }
-  return 1;
-}
-
 // qacc for one state; vectors entry j at [j * vstride], scratch entry k at work[k * stride];
 // slot: cfd_wtree_plan's; jf: c is in joint frames (cfd_wtree_local). CFD_OK or CFD_ERR_SINGULAR.
 CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const double* q,
@@ -136,7 +123,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const
   // out: world poses and velocities; slots keep theirs (and start their sums at zero)
   for (int i = 0; i < n; i++) {
     int par = c->parent[i];
-    double Rp[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, pp[3] = {0, 0, 0}, Vp[6] = {0, 0, 0, 0, 0, 0};
+    double Rp[9], pp[3], Vp[6] = {0, 0, 0, 0, 0, 0};
     if (par >= 0 && par != i - 1) {
       int s = slot[par];
       for (int k = 0; k < 9; k++) Rp[k] = S(s, k);
@@ -175,90 +162,39 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const
       for (int k = 0; k < 9; k++) IA.B[k] += S(s, 30 + k);
       for (int k = 0; k < 6; k++) IA.C[k] += S(s, 39 + k), pA[k] += S(s, 45 + k);
     }
-    double J10[10], bias[6];
+    double J10[10], bias[6], Sw[6], U[6];
     cfd_abw_rigid(c->inertia + 36 * i, R, p, J10);
     cfd_abw_bias(J10, V, bias);
     cfd_abw_add(&IA, J10);
     for (int k = 0; k < 6; k++) pA[k] += bias[k];
-    // the block eliminated here: link i, or a whole ball (links lo .. i) as one joint. Its motion
-    // Sqd (the links' S qd summed) and c = Vb x Sqd, Vb the velocity before the block
-    int lo = cfd_wtree_ball_block(c, slot, i) ? i - 2 : i, m = i - lo + 1;
-    double Sw[3][6], U[3][6], Wc[3][6], su[3], Sqd[6] = {0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < m; j++) {
-      int l = lo + j;
-      double x = qd[l * vstride];
-      cfd_wtree_screw(c, jf, l, R, p, Sw[j]);
-      cfd_abw_mul(&IA, Sw[j], U[j]);
-      for (int k = 0; k < 6; k++) Sqd[k] += Sw[j][k] * x;
-    }
-    if (m == 1) {
-      double d = cfd_dot6(Sw[0], U[0]) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);
-      if (!(d > 0)) return CFD_ERR_SINGULAR;
-      double inv = 1 / d;
-      su[0] = (tau[i * vstride] - cfd_dot6(Sw[0], pA)) * inv;
-      for (int k = 0; k < 6; k++) Wc[0][k] = U[0][k] * inv;
-    } else {  // D = S^T U + the joint diagonal; D^-1 from its Cholesky factor L (D^-1 = L^-T L^-1)
-      double D[3][3], u[3];
-      for (int j = 0; j < 3; j++) {
-        int l = lo + j;
-        u[j] = tau[l * vstride] - cfd_dot6(Sw[j], pA);
-        for (int k = j; k < 3; k++) D[j][k] = D[k][j] = cfd_dot6(Sw[j], U[k]);
-        D[j][j] += c->armature[l] + (extra_diag ? extra_diag[l * vstride] : 0);
-      }
-      double l00 = D[0][0];
-      if (!(l00 > 0)) return CFD_ERR_SINGULAR;
-      l00 = sqrt(l00);
-      double l10 = D[1][0] / l00, l20 = D[2][0] / l00, l11 = D[1][1] - l10 * l10;
-      if (!(l11 > 0)) return CFD_ERR_SINGULAR;
-      l11 = sqrt(l11);
-      double l21 = (D[2][1] - l20 * l10) / l11, l22 = D[2][2] - l20 * l20 - l21 * l21;
-      if (!(l22 > 0)) return CFD_ERR_SINGULAR;
-      l22 = sqrt(l22);
-      double m00 = 1 / l00, m11 = 1 / l11, m22 = 1 / l22;
-      double m10 = -l10 * m00 * m11, m21 = -l21 * m11 * m22, m20 = -(l20 * m00 + l21 * m10) * m22;
-      double Di[3][3];
-      Di[0][0] = m00 * m00 + m10 * m10 + m20 * m20;
-      Di[1][1] = m11 * m11 + m21 * m21;
-      Di[2][2] = m22 * m22;
-      Di[0][1] = Di[1][0] = m10 * m11 + m20 * m21;
-      Di[0][2] = Di[2][0] = m20 * m22;
-      Di[1][2] = Di[2][1] = m21 * m22;
-      for (int j = 0; j < 3; j++) {
-        su[j] = Di[j][0] * u[0] + Di[j][1] * u[1] + Di[j][2] * u[2];
-        for (int k = 0; k < 6; k++) Wc[j][k] = Di[j][0] * U[0][k] + Di[j][1] * U[1][k] + Di[j][2] * U[2][k];
-      }
-    }
-    // kept for the accelerations: qdd_l = su_l - Wc_l . a (a: the acceleration before the block)
-    for (int j = 0; j < m; j++) {
-      for (int k = 0; k < 6; k++) W(lo + j, k) = Wc[j][k];
-      W(lo + j, 6) = su[j];
-    }
-    par = c->parent[lo];
-    if (par < 0 && lo == 0) break;
-    // Ia = IA - U D^-1 U^T,  pa = pA + Ia c + U D^-1 u, c = Vb x Sqd (Vb: V before the block; a
-    // ball's later links, eliminated one by one where the block is not taken, before the ball)
-    double Vb[6], ci[6], Ic[6], Sq1[6];
-    for (int k = 0; k < 6; k++) Vb[k] = V[k] - Sqd[k];
-    if (m == 1 && c->kind[i] == CFD_LINK_BALL_NEXT) {
+    cfd_wtree_screw(c, jf, i, R, p, Sw);
+    cfd_abw_mul(&IA, Sw, U);
+    double d = cfd_dot6(Sw, U) + c->armature[i] + (extra_diag ? extra_diag[i * vstride] : 0);
+    if (!(d > 0)) return CFD_ERR_SINGULAR;
+    double x = qd[i * vstride], u = tau[i * vstride] - cfd_dot6(Sw, pA), inv = 1 / d;
+    double su = u * inv, w[6];
+    for (int k = 0; k < 6; k++) W(i, k) = w[k] = U[k] * inv;
+    W(i, 6) = su;
+    if (par < 0 && i == 0) break;
+    // Ia = IA - U U^T / d,  pa = pA + Ia c + U u / d, c = Vb x S qd (Vb: V before the joint; for a
+    // ball's later links, before the ball)
+    double Sqd[6], Vb[6], ci[6], Ic[6];
+    for (int k = 0; k < 6; k++) Sqd[k] = Sw[k] * x, Vb[k] = V[k];
+    if (c->kind[i] == CFD_LINK_BALL_NEXT) {
       double mb[6];
       cfd_wtree_ball_motion(c, cfd_ball_first(c, i), i, R, p, qd, vstride, mb);
       for (int k = 0; k < 6; k++) Vb[k] = V[k] - mb[k];
     }
-    for (int k = 0; k < 6; k++) Sq1[k] = Sqd[k];
-    cfd_ad(Vb, Sq1, ci);
-    for (int j = 0; j < m; j++) cfd_abw_sub_outer(&IA, Wc[j], U[j]);
+    cfd_ad(Vb, Sqd, ci);
+    cfd_abw_sub_outer(&IA, w, U);
     cfd_abw_mul(&IA, ci, Ic);
-    for (int k = 0; k < 6; k++) {
-      pA[k] += Ic[k];
-      for (int j = 0; j < m; j++) pA[k] += U[j][k] * su[j];
-    }
-    if (par >= 0 && par != lo - 1) {  // a later child: its sums wait in the parent's slot
+    for (int k = 0; k < 6; k++) pA[k] += Ic[k] + U[k] * su;
+    if (par >= 0 && par != i - 1) {  // a later child: its sums wait in the parent's slot
       int sp = slot[par];
       for (int k = 0; k < 6; k++) S(sp, 24 + k) += IA.A[k];
       for (int k = 0; k < 9; k++) S(sp, 30 + k) += IA.B[k];
       for (int k = 0; k < 6; k++) S(sp, 39 + k) += IA.C[k], S(sp, 45 + k) += pA[k];
     }
-    i = lo;
     if (i == 0) break;
     if (par == i - 1) {  // walk back: T_{i-1} = T_i T_loc^-1, V_{i-1} = V_i - S_i qd_i
       double Rl[9], pl[3], Rq[9], t[3];
@@ -269,7 +205,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const
       cfd_rot(Rq, pl, t);
       for (int k = 0; k < 9; k++) R[k] = Rq[k];
       for (int k = 0; k < 3; k++) p[k] -= t[k];
-      for (int k = 0; k < 6; k++) V[k] -= Sqd[k];  // (a block's motion: the ball's three links)
+      for (int k = 0; k < 6; k++) V[k] -= Sqd[k];
     } else {  // link i - 1 ends another branch (or is another root's): its slot
       int sl = slot[i - 1];
       for (int k = 0; k < 9; k++) R[k] = S(sl, k);
@@ -282,7 +218,7 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const
   double a[6] = {0, 0, 0, 0, 0, 0}, Vball[6] = {0, 0, 0, 0, 0, 0};
   for (int i = 0; i < n; i++) {
     int par = c->parent[i];
-    double Rp[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, pp[3] = {0, 0, 0}, Vp[6] = {0, 0, 0, 0, 0, 0};
+    double Rp[9], pp[3], Vp[6] = {0, 0, 0, 0, 0, 0};
     double ap[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
     if (par >= 0 && par != i - 1) {
       int s = slot[par];
@@ -295,31 +231,6 @@ CFD_HD int cfd_aba_world_tree(const cfd_chain* c, int jf, const int* slot, const
       for (int k = 0; k < 6; k++) Vp[k] = V[k], ap[k] = a[k];
     }
     cfd_wtree_pose(c, jf, i, q, vstride, Rp, pp, o, R, p);
-    if (c->kind[i] == CFD_LINK_BALL && cfd_wtree_ball_block(c, slot, i + 2)) {
-      // a ball taken as one joint: every qdd from the acceleration before it, a' = a_p + c
-      double Sw[3][6], Sqd[6] = {0, 0, 0, 0, 0, 0}, ci[6];
-      for (int j = 0; j < 3; j++) {
-        double x = qd[(i + j) * vstride];
-        cfd_wtree_screw(c, jf, i + j, R, p, Sw[j]);
-        for (int k = 0; k < 6; k++) Sqd[k] += Sw[j][k] * x;
-      }
-      cfd_ad(Vp, Sqd, ci);
-      for (int k = 0; k < 6; k++) a[k] = ap[k] + ci[k], V[k] = Vp[k] + Sqd[k];
-      double qa[3];
-      for (int j = 0; j < 3; j++) {
-        double wa = 0;
-        for (int k = 0; k < 6; k++) wa += W(i + j, k) * a[k];
-        qa[j] = W(i + j, 6) - wa;
-        qacc[(i + j) * vstride] = qa[j];
-      }
-      for (int j = 0; j < 3; j++)
-        for (int k = 0; k < 6; k++) a[k] += Sw[j][k] * qa[j];
-      i += 2;  // (the ball's last link keeps no slot of its own here: cfd_wtree_ball_block)
-      int s = slot[i];
-      if (s >= 0)
-        for (int k = 0; k < 6; k++) S(s, 18 + k) = a[k];
-      continue;
-    }
     double Sw[6], Sqd[6], ci[6], x = qd[i * vstride];
     cfd_wtree_screw(c, jf, i, R, p, Sw);
     if (c->kind[i] != CFD_LINK_BALL_NEXT)
