@@ -16,6 +16,7 @@
 
 struct chainfd_rollout {
   int n, nu, device;  // device -1: the CPU
+  int layout;         // the sweeps' scratch on the CPU: 0 (a chain, aba_core.h), CFD_ROLLOUT_TREE
   cfd_chain chain;
   cfd_rollout_params params;
   double* param_data;   // the arrays params points into
@@ -175,18 +176,20 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
     free(r);
     return 1;
   }
-  for (int i = 0; i < r->chain.n; i++)  // the rollout kernels integrate chains of screws
-    if (r->chain.parent[i] != i - 1 || r->chain.kind[i] != CFD_LINK_SCREW) {
+  for (int i = 0; i < r->chain.n; i++)  // the rollouts integrate hinge and slide positions
+    if (r->chain.kind[i] != CFD_LINK_SCREW || (links > 0 && r->chain.parent[i] != i - 1)) {
       int j = r->chain.jnt[i], t = m->jnt_type[j];
       char why[512];
-      snprintf(why, sizeof why, "joint %s of body %s: %s; the rollouts take serial chains of hinges "
-               "and slides (chainfd_stepper steps trees, ball and free joints)",
+      snprintf(why, sizeof why, "joint %s of body %s: %s",
                name(m, mjOBJ_JOINT, j).s, name(m, mjOBJ_BODY, r->chain.body[i]).s,
-               t == mjJNT_BALL ? "a ball joint" : t == mjJNT_FREE ? "a free joint"
-                                                 : "its body branches the chain");
+               t == mjJNT_BALL || t == mjJNT_FREE
+                   ? "a ball or free joint; the rollouts integrate hinges and slides (trees of "
+                     "them included; chainfd_step steps ball and free joints)"
+                   : "its body branches the chain; an extended rollout repeats a serial chain");
       chainfd_rollout_free(r);
       return refuse(err, err_size, "%s", why);
     }
+  r->layout = cfd_chain_is_serial(&r->chain) ? 0 : CFD_ROLLOUT_TREE;
   if (links > 0 && r->chain.n < 2) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "extending a chain takes at least two links to repeat from");
@@ -204,7 +207,7 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   r->device = device;
   r->param_data = calloc(4 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
   r->act_dof = calloc((size_t)nu + 1, sizeof(int));
-  r->work = malloc(sizeof(double) * cfd_rollout_doubles(n, 0));
+  r->work = malloc(sizeof(double) * cfd_rollout_doubles(n, r->layout));
   if (!r->param_data || !r->act_dof || !r->work) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "out of memory");
@@ -315,14 +318,14 @@ int chainfd_rollout_link_dof(const chainfd_rollout* r, int link) {
 void chainfd_rollout_link_poses(const chainfd_rollout* r, const double* qpos, double* xpos,
                                 double* xmat) {
   const cfd_chain* c = &r->chain;
-  double R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, p[3] = {0, 0, 0};
+  static const double I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, O3[3] = {0, 0, 0};
   for (int i = 0; i < c->n; i++) {  // world pose = parent's world pose x home x exp(S q)
     double Re[9], pe[3], Rl[9], pl[3];
+    int par = c->parent[i];
     cfd_screw_exp(c->screw + 6 * i, qpos[i] - c->qpos0[i], Re, pe);
     cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, Rl, pl);
-    cfd_se3_mul(R, p, Rl, pl, xmat + 9 * i, xpos + 3 * i);
-    memcpy(R, xmat + 9 * i, sizeof R);
-    memcpy(p, xpos + 3 * i, sizeof p);
+    cfd_se3_mul(par < 0 ? I3 : xmat + 9 * par, par < 0 ? O3 : xpos + 3 * par, Rl, pl, xmat + 9 * i,
+                xpos + 3 * i);
   }
 }
 
@@ -428,8 +431,8 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
   }
   r->last_B[0] = B;
   int n = r->n;
-  double* qpos = cfd_rollout_qpos(r->work, n, 1, 0);
-  double* qvel = cfd_rollout_qvel(r->work, n, 1, 0);
+  double* qpos = cfd_rollout_qpos(r->work, n, 1, r->layout);
+  double* qvel = cfd_rollout_qvel(r->work, n, 1, r->layout);
   for (int b = 0; b < B; b++) {
     const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
     memcpy(qpos, x0, sizeof(double) * n);
@@ -439,7 +442,7 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     r->warnings[b] = 0;
     for (int t = 0; t < H; t++) {
       int st = cfd_rollout_step(&r->chain, &r->params, ctrl + ((size_t)b * H + t) * r->nu, r->work,
-                                1, 0, &r->warnings[b]);
+                                1, r->layout, &r->warnings[b]);
       if (st) {
         snprintf(err, err_size, "rollout: instance %d step %d: %s at the reset state qpos0", b, t,
                  cfd_status_str(st));

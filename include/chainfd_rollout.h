@@ -8,7 +8,8 @@
 // A state is x = [qpos (n); qvel (n)]. init holds one state (shared_init = 1) or B; ctrl is
 // [B][H][nu]; out receives [B][H+1][2n] (every step, the initial state first) or, with final_only,
 // [B][2n]. Arrays live in host memory (CHAINFD_HOST) or on the rollout's device (CHAINFD_DEVICE).
-// Each step has mj_step's semantics for the models accepted: hinge/slide chains; joint springs and
+// Each step has mj_step's semantics for the models accepted: chains and trees of hinges and slides
+// (not ball or free joints); joint springs and
 // damping (linear); gravity; actuators on joints with fixed or affine gain and none or affine bias
 // (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's

@@ -8,7 +8,8 @@
 //              gain = g0 + g1 length + g2 velocity, bias = b0 + b1 length + b2 velocity,
 //              length = gear qpos, velocity = gear qvel; force clamped to its range;
 //              joint force gear * force
-//   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h)
+//   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h; on a tree of
+//              hinges and slides, aba_tree.h's)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
 //   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
 //   then qvel += h qacc, qpos += h qvel (hinge and slide joints).
@@ -27,8 +28,16 @@
 #define CHAINFD_ROLLOUT_STEP_H
 
 #include "aba_core.h"
+#include "aba_tree.h"
 
 enum { CFD_INT_EULER = 0, CFD_INT_IMPLICITFAST = 1 };
+
+// The sweeps' scratch layout, the `lean` argument below: aba_core.h's full (0) or lean (1), or a
+// tree's (CFD_ROLLOUT_TREE: aba_tree.h, for a tree of hinges and slides)
+enum { CFD_ROLLOUT_TREE = 2 };
+CFD_HD int cfd_rollout_link_doubles(int lean) {
+  return lean == CFD_ROLLOUT_TREE ? (int)CFD_ABA_TREE_LINK_DOUBLES : cfd_aba_link_doubles(lean);
+}
 
 typedef struct cfd_rollout_params {
   int n, nu;            // dofs (= links), controls (= actuators)
@@ -49,14 +58,14 @@ typedef struct cfd_rollout_params {
 } cfd_rollout_params;
 
 // Per-instance state and scratch, entries `stride` apart (a GPU interleaves its instances): the
-// ABA's (lean on the GPU, see aba_core.h), then q, tau, diag, qacc, qpos, qvel (n each).
-CFD_HD long cfd_rollout_doubles(int n, int lean) { return (long)(cfd_aba_link_doubles(lean) + 6) * n; }
+// ABA's (lean on the GPU, see aba_core.h; a tree's), then q, tau, diag, qacc, qpos, qvel (n each).
+CFD_HD long cfd_rollout_doubles(int n, int lean) { return (long)(cfd_rollout_link_doubles(lean) + 6) * n; }
 
 CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride, int lean) {
-  return work + (long)(cfd_aba_link_doubles(lean) + 4) * n * stride;
+  return work + (long)(cfd_rollout_link_doubles(lean) + 4) * n * stride;
 }
 CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride, int lean) {
-  return work + (long)(cfd_aba_link_doubles(lean) + 5) * n * stride;
+  return work + (long)(cfd_rollout_link_doubles(lean) + 5) * n * stride;
 }
 
 // Dof i's chain coordinate q = qpos - qpos0, passive force (into tau) and joint-diagonal term.
@@ -127,7 +136,7 @@ CFD_HD void cfd_rollout_reset(const cfd_rollout_params* p, double* qpos, double*
 CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
                                double* work, long stride, int lean, int* warnings) {
   int n = p->n;
-  double* q = work + (long)cfd_aba_link_doubles(lean) * n * stride;
+  double* q = work + (long)cfd_rollout_link_doubles(lean) * n * stride;
   double* tau = q + (long)n * stride;
   double* diag = tau + (long)n * stride;
   double* qacc = diag + (long)n * stride;
@@ -141,6 +150,7 @@ CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, 
   *warnings += bad_ctrl;
   for (int a = 0; a < p->nu; a++)
     cfd_rollout_actuator(p, a, ctrl, bad_ctrl, qpos, qvel, tau, diag, stride);
+  if (lean == CFD_ROLLOUT_TREE) return cfd_aba_tree(c, q, qvel, tau, diag, qacc, stride, work, stride);
   return cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
 }
 
@@ -150,7 +160,7 @@ CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, 
 CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
                             double* work, long stride, int lean, int* warnings) {
   int n = p->n;
-  double* diag = work + (long)(cfd_aba_link_doubles(lean) + 2) * n * stride;
+  double* diag = work + (long)(cfd_rollout_link_doubles(lean) + 2) * n * stride;
   double* qacc = diag + (long)n * stride;
   double* qpos = qacc + (long)n * stride;
   double* qvel = qpos + (long)n * stride;

@@ -44,6 +44,7 @@ struct cfd_gpu_rollout {
   cfd_gpu_tuning tune;          // cfd_gpu_rollout_set_tuning; all zero: the rules
   long scan_steps;              // steps taken by the scan kernel, all runs
   int device, n, nu;
+  int tree;                     // a tree of hinges and slides: the thread kernel, aba_tree.h
   cfd_chain chain;              // device arrays
   cfd_chain chain_jf;           // the chain in joint frames, device arrays (home_R NULL: none)
   cfd_rollout_params params;    // device arrays
@@ -68,16 +69,17 @@ struct cfd_gpu_rollout {
   int* sflags;
 };
 
+// (layout: 1, aba_core.h's lean sweeps; CFD_ROLLOUT_TREE on a tree of hinges and slides)
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __restrict__ init,
                int shared_init, const double* __restrict__ ctrl, double* __restrict__ out,
-               int final_only, double* work, rollout_flags* flags, int* warn) {
+               int final_only, double* work, rollout_flags* flags, int* warn, int layout) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   int n = p.n;
   double* w = work + b;
-  double* qpos = cfd_rollout_qpos(w, n, B, 1);
-  double* qvel = cfd_rollout_qvel(w, n, B, 1);
+  double* qpos = cfd_rollout_qpos(w, n, B, layout);
+  double* qvel = cfd_rollout_qvel(w, n, B, layout);
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   for (int i = 0; i < n; i++) {
     qpos[(long)i * B] = x0[i];
@@ -88,7 +90,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
   int warnings = 0;
   for (int t = 0; t < H; t++) {
-    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B, 1, &warnings)) {
+    if (cfd_rollout_step(&c, &p, ctrl + ((size_t)b * H + t) * p.nu, w, B, layout, &warnings)) {
       atomicExch(&flags->status, CFD_ERR_SINGULAR);
       break;
     }
@@ -702,6 +704,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   int n = c->n, nu = p->nu;
   r->device = device;
   r->n = n;
+  r->tree = !cfd_chain_is_serial(c);
   r->nu = nu;
   r->params = *p;
   r->distinct_dofs = 1;
@@ -743,7 +746,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
     cfd_gpu_rollout_free(r);
     return 1;
   }
-  if (n > WB_MAX_N) {  // long chains: the scan kernel's context, launching on this stream
+  if (n > WB_MAX_N && !r->tree) {  // long chains: the scan kernel's context, on this stream
     if (cfd_gpu_create(c, device, CFD_GPU_ABIA, &r->scan, err, err_size)) {
       cfd_gpu_rollout_free(r);
       return 1;
@@ -787,6 +790,7 @@ typedef enum {
 static rollout_kernel_kind rollout_rule(const cfd_gpu_rollout* r, int B) {
   const int n = r->n, jf = r->chain_jf.home_R != NULL, W = world_lanes_width(n);
   const bool lanes = !r->tune.rollout_thread, world = lanes && !r->tune.rollout_link_frames;
+  if (r->tree) return RK_THREAD_GLOBAL;  // the one kernel that takes a tree (aba_tree.h)
   if (r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B) return RK_SCAN;
   if (world && jf && n <= WL_MAX_N && (W <= 8 || (long)B * W <= WL_MAX_THREADS))
     return RK_WORLD_LANES;
@@ -834,8 +838,9 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
-    size_t per = cfd_rollout_doubles(n, 1);  // the larger of the thread kernel's and the lanes'
-    if (per < lanes_instance_doubles(n)) per = lanes_instance_doubles(n);
+    size_t per = cfd_rollout_doubles(n, r->tree ? CFD_ROLLOUT_TREE : 1);  // the larger of the
+    if (per < lanes_instance_doubles(n)) per = lanes_instance_doubles(n);  // thread's and lanes'
+
     e = cudaMalloc(&r->work, sizeof(double) * per * ((size_t)B + LANES));  // + idle groups' slots
     if (e) return fail(err, err_size, "out of device memory for the batch's state", e);
     r->capacity = B;
@@ -904,7 +909,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     case RK_THREAD_GLOBAL:
       rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
           r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->flags,
-          r->warn);
+          r->warn, r->tree ? CFD_ROLLOUT_TREE : 1);
       break;
   }
   e = cudaGetLastError();
