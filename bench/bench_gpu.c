@@ -7,8 +7,8 @@
 //         GPU back end and for mj_forward on one core and on all cores (one mjData per thread)
 //         ([GPUFD] Fig. 3)
 //   arm7: the 7-dof arm at B = 65536: forward dynamics per second, GPU vs MuJoCo on all cores
-//   trees: the same for a 30-dof floating tree and a Panda-like arm with its hand; one ball-joint
-//         chain of 40 and 1000 balls (tiled) on one core and on the GPU
+//   trees: the same for a 30-dof floating tree and a Panda-like arm with its hand (and rollouts of
+//         the arm); one ball-joint chain of 40 and 1000 balls (tiled) on one core and on the GPU
 //
 // Same model and states for everyone: P distinct random MuJoCo states (mj_forward makes them
 // current, the adapter turns them into q, qd, tau), repeated to fill a batch. Medians over
@@ -925,6 +925,7 @@ static void trees(int maxB, double budget, int cores) {
   fig3("trees", path, "a 30-dof floating tree (humanoid-like, no contacts)", 1, maxB, budget, cores);
   snprintf(path, sizeof path, "%s/panda_hand.xml", CHAINFD_SCENES_DIR);
   fig3("trees", path, "a Panda-like arm with a two-finger hand", 1, maxB, budget, cores);
+  rollouts(path, "a Panda-like arm with a two-finger hand", maxB, cores, budget);
   printf("\n== one long ball-joint chain, time of one forward dynamics ==\n");
   ball_chain(40, budget);
   ball_chain(1000, budget);
