@@ -17,7 +17,9 @@
 #include "mj_chain.h"
 #include "mj_random.h"
 
-static const char* joint_kind(int t) { return t == mjJNT_HINGE ? "hinge" : t == mjJNT_SLIDE ? "slide" : "other"; }
+static const char* joint_kind(int t) {
+  return t == mjJNT_HINGE ? "hinge" : t == mjJNT_SLIDE ? "slide" : t == mjJNT_BALL ? "ball" : "free";
+}
 
 static const char* nm(const mjModel* m, int type, int id) {
   const char* s = id >= 0 ? mj_id2name(m, type, id) : NULL;
@@ -182,18 +184,22 @@ int cfd_cmd_info(int argc, char** argv) {
     mj_deleteModel(m);
     return 1;
   }
-  printf("chain: %d links (one dof each), gravity (%g %g %g)\n", c.n, c.gravity[0], c.gravity[1],
-         c.gravity[2]);
+  int roots = 0;
+  for (int i = 0; i < c.n; i++) roots += c.parent[i] < 0;
+  printf("chain: %d links (one dof each; a ball or free joint has 3 or 6), %s, gravity (%g %g %g)\n",
+         c.n, cfd_chain_is_serial(&c) ? "a serial chain"
+              : roots > 1 ? "a kinematic tree with several roots" : "a kinematic tree",
+         c.gravity[0], c.gravity[1], c.gravity[2]);
   int shown = c.n <= 40 ? c.n : 20;
-  printf("  link  body                 joint                type   dof  mass        armature\n");
+  printf("  link  parent  body                 joint                type   dof  mass        armature\n");
   for (int i = 0; i < c.n; i++) {
     if (i == shown && c.n > 40) {
       printf("  ... (%d more links)\n", c.n - shown);
       break;
     }
-    printf("  %4d  %-20s %-20s %-6s %4d  %-10.4g  %g\n", i, nm(m, mjOBJ_BODY, c.body[i]),
-           nm(m, mjOBJ_JOINT, c.jnt[i]), joint_kind(m->jnt_type[c.jnt[i]]), c.dof[i],
-           c.inertia[36 * i + 35], c.armature[i]);
+    printf("  %4d  %6d  %-20s %-20s %-6s %4d  %-10.4g  %g\n", i, c.parent[i],
+           nm(m, mjOBJ_BODY, c.body[i]), nm(m, mjOBJ_JOINT, c.jnt[i]),
+           joint_kind(m->jnt_type[c.jnt[i]]), c.dof[i], c.inertia[36 * i + 35], c.armature[i]);
   }
   printf("back ends:\n");
   for (int b = 0; b < cfd_backend_count(); b++) {
