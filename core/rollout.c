@@ -9,6 +9,7 @@
 #include "chainfd_rollout.h"
 #include "gpu.h"
 #include "rollout_internal.h"
+#include "joints.h"
 #include "mj_chain.h"
 #include "rollout_step.h"
 
@@ -138,7 +139,7 @@ void chainfd_rollout_free(chainfd_rollout* r) {
 // `links` links (cfd_chain_extend).
 static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
   cfd_chain ext;
-  double* data = calloc(4 * (size_t)links + 1, sizeof(double));
+  double* data = calloc(5 * (size_t)links + 1, sizeof(double));
   double* work = malloc(sizeof(double) * cfd_rollout_doubles(links, 0));
   if (!data || !work || cfd_chain_extend(&r->chain, links, &ext)) {
     free(data);
@@ -146,14 +147,15 @@ static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
     return refuse(err, err_size, "out of memory for a chain of %d links", links);
   }
   cfd_rollout_params* p = &r->params;
-  const double* from[4] = {p->qpos0, p->stiffness, p->springref, p->damping};
-  for (int k = 0; k < 4; k++)  // (link i repeats the model's dof ext.dof[i]: links are dofs)
+  const double* from[5] = {p->qpos0, p->stiffness, p->springref, p->damping, p->reset};
+  for (int k = 0; k < 5; k++)  // (link i repeats the model's dof ext.dof[i]: links are dofs)
     for (size_t i = 0; i < (size_t)links; i++) data[(size_t)k * links + i] = from[k][ext.dof[i]];
   p->n = r->n = links;
   p->qpos0 = data;
   p->stiffness = data + links;
   p->springref = data + 2 * (size_t)links;
   p->damping = data + 3 * (size_t)links;
+  p->reset = data + 4 * (size_t)links;
   cfd_chain_free(&r->chain);
   r->chain = ext;
   free(r->param_data);
@@ -176,19 +178,48 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
     free(r);
     return 1;
   }
-  for (int i = 0; i < r->chain.n; i++)  // the rollouts integrate hinge and slide positions
-    if (r->chain.kind[i] != CFD_LINK_SCREW || (links > 0 && r->chain.parent[i] != i - 1)) {
+  for (int i = 0; i < r->chain.n; i++)  // an extended rollout repeats a serial chain of screws
+    if (links > 0 && (r->chain.kind[i] != CFD_LINK_SCREW || r->chain.parent[i] != i - 1)) {
       int j = r->chain.jnt[i], t = m->jnt_type[j];
       char why[512];
-      snprintf(why, sizeof why, "joint %s of body %s: %s",
-               name(m, mjOBJ_JOINT, j).s, name(m, mjOBJ_BODY, r->chain.body[i]).s,
-               t == mjJNT_BALL || t == mjJNT_FREE
-                   ? "a ball or free joint; the rollouts integrate hinges and slides (trees of "
-                     "them included; chainfd_step steps ball and free joints)"
-                   : "its body branches the chain; an extended rollout repeats a serial chain");
+      snprintf(why, sizeof why, "joint %s of body %s: %s; an extended rollout repeats a serial "
+               "chain of hinges and slides", name(m, mjOBJ_JOINT, j).s,
+               name(m, mjOBJ_BODY, r->chain.body[i]).s,
+               t == mjJNT_BALL || t == mjJNT_FREE ? "a ball or free joint" : "its body branches");
       chainfd_rollout_free(r);
       return refuse(err, err_size, "%s", why);
     }
+  for (int j = 0; j < m->njnt; j++) {  // a ball's or free joint's spring, or an actuator on one
+    int t = m->jnt_type[j];
+    if (t != mjJNT_BALL && t != mjJNT_FREE) continue;
+    int b = m->jnt_bodyid[j], adr = m->jnt_dofadr[j];
+    if (t == mjJNT_FREE && m->opt.integrator == mjINT_IMPLICITFAST && m->body_jntnum[b] == 1 &&
+        m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b]) {
+      char why[512];  // as chainfd_step (plugin/step.c): MuJoCo's own 6x6 solve with gyroscopics
+      snprintf(why, sizeof why, "implicitfast with free body %s alone in its tree: MuJoCo solves "
+               "its 6 dofs with their gyroscopic velocity derivative (use Euler)",
+               name(m, mjOBJ_BODY, b).s);
+      chainfd_rollout_free(r);
+      return refuse(err, err_size, "%s", why);
+    }
+    if (m->jnt_stiffness[j] != 0 && !off(m, mjDSBL_SPRING)) {
+      char why[512];
+      snprintf(why, sizeof why, "%s joint %s has a spring (stiffness): the rollouts take a ball's or "
+               "free joint's damping, not its quaternion spring", t == mjJNT_BALL ? "ball" : "free",
+               name(m, mjOBJ_JOINT, j).s);
+      chainfd_rollout_free(r);
+      return refuse(err, err_size, "%s", why);
+    }
+    for (int a = 0; a < m->nu; a++)
+      if (m->actuator_trnid[2 * a] == j) {
+        char why[512];
+        snprintf(why, sizeof why, "actuator %s acts on %s joint %s: the rollouts take actuators on "
+                 "hinges and slides", name(m, mjOBJ_ACTUATOR, a).s,
+                 t == mjJNT_BALL ? "ball" : "free", name(m, mjOBJ_JOINT, j).s);
+        chainfd_rollout_free(r);
+        return refuse(err, err_size, "%s", why);
+      }
+  }
   r->layout = cfd_chain_is_serial(&r->chain) ? 0 : CFD_ROLLOUT_TREE;
   if (links > 0 && r->chain.n < 2) {
     chainfd_rollout_free(r);
@@ -205,7 +236,7 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   r->n = n;
   r->nu = nu;
   r->device = device;
-  r->param_data = calloc(4 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
+  r->param_data = calloc(5 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
   r->act_dof = calloc((size_t)nu + 1, sizeof(int));
   r->work = malloc(sizeof(double) * cfd_rollout_doubles(n, r->layout));
   if (!r->param_data || !r->act_dof || !r->work) {
@@ -217,17 +248,23 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   double* stiffness = d + n;
   double* springref = d + 2 * n;
   double* damping = d + 3 * n;
-  double* gear = d + 4 * n;
+  double* reset = d + 4 * n;
+  double* gear = d + 5 * n;
   double* gain = gear + nu;
   double* bias = gain + 3 * nu;
   double* ctrlrange = bias + 3 * nu;
   double* forcerange = ctrlrange + 2 * nu;
   int springs = !off(m, mjDSBL_SPRING), dampers = !off(m, mjDSBL_DAMPER);
-  for (int i = 0; i < n; i++) {  // links are dofs in order; one qpos per dof (hinge, slide)
-    int j = r->chain.jnt[i], adr = m->jnt_qposadr[j];
-    qpos0[i] = m->qpos0[adr];
-    stiffness[i] = springs ? m->jnt_stiffness[j] : 0;
-    springref[i] = m->qpos_spring[adr];
+  // links are dofs in order. The state's qpos per link: a hinge's or slide's MuJoCo qpos; a free
+  // joint's position; a ball's or free joint's rotation vector over its three links (the chain's
+  // q, which is absolute there: qpos0 0). reset: mj_resetData's qpos0 in those coordinates.
+  cfd_chain_q_from_qpos(&r->chain, m->qpos0, reset);
+  for (int i = 0; i < n; i++) {
+    int j = r->chain.jnt[i], adr = r->chain.qpos[i], screw = r->chain.kind[i] == CFD_LINK_SCREW;
+    qpos0[i] = r->chain.qpos0[i];
+    reset[i] += qpos0[i];
+    stiffness[i] = springs && screw ? m->jnt_stiffness[j] : 0;  // (refused above otherwise)
+    springref[i] = screw ? m->qpos_spring[adr] : 0;
     damping[i] = dampers ? m->dof_damping[i] : 0;
   }
   int actuation = !off(m, mjDSBL_ACTUATION);
@@ -259,6 +296,7 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   p->implicit_damping = dampers && !off(m, mjDSBL_EULERDAMP);
   p->autoreset = !off(m, mjDSBL_AUTORESET);
   p->qpos0 = qpos0;
+  p->reset = reset;
   p->stiffness = stiffness;
   p->springref = springref;
   p->damping = damping;
@@ -319,24 +357,45 @@ void chainfd_rollout_link_poses(const chainfd_rollout* r, const double* qpos, do
                                 double* xmat) {
   const cfd_chain* c = &r->chain;
   static const double I3[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, O3[3] = {0, 0, 0};
-  for (int i = 0; i < c->n; i++) {  // world pose = parent's world pose x home x exp(S q)
+  for (int i = 0; i < c->n; i++) {  // world pose = parent's world pose x the link's pose
     double Re[9], pe[3], Rl[9], pl[3];
     int par = c->parent[i];
-    cfd_screw_exp(c->screw + 6 * i, qpos[i] - c->qpos0[i], Re, pe);
-    cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, Rl, pl);
+    if (c->kind[i] == CFD_LINK_SCREW) {  // home x exp(S q), q = qpos - qpos0
+      cfd_screw_exp(c->screw + 6 * i, qpos[i] - c->qpos0[i], Re, pe);
+      cfd_se3_mul(c->home_R + 9 * i, c->home_p + 3 * i, Re, pe, Rl, pl);
+    } else {  // a ball's links: their state is the chain's q (a rotation vector)
+      cfd_link_pose(c, i, qpos, 1, Rl, pl);
+    }
     cfd_se3_mul(par < 0 ? I3 : xmat + 9 * par, par < 0 ? O3 : xpos + 3 * par, Rl, pl, xmat + 9 * i,
                 xpos + 3 * i);
   }
 }
 
+// The state's qpos per link from MuJoCo's (and back), joint by joint in dof order: a hinge's or
+// slide's as it is, a ball's quaternion as its rotation vector, a free joint's position as it is
+// and its quaternion as its rotation vector
 void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x) {
-  memcpy(x, d->qpos, sizeof(double) * m->nq);
-  memcpy(x + m->nq, d->qvel, sizeof(double) * m->nv);
+  for (int j = 0, k = 0; j < m->njnt; j++) {
+    const double* q = d->qpos + m->jnt_qposadr[j];
+    switch (m->jnt_type[j]) {
+      case mjJNT_FREE: x[k] = q[0]; x[k + 1] = q[1]; x[k + 2] = q[2]; cfd_quat_log(q + 3, x + k + 3); k += 6; break;
+      case mjJNT_BALL: cfd_quat_log(q, x + k); k += 3; break;
+      default: x[k++] = q[0];
+    }
+  }
+  memcpy(x + m->nv, d->qvel, sizeof(double) * m->nv);
 }
 
 void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x) {
-  memcpy(d->qpos, x, sizeof(double) * m->nq);
-  memcpy(d->qvel, x + m->nq, sizeof(double) * m->nv);
+  for (int j = 0, k = 0; j < m->njnt; j++) {
+    double* q = d->qpos + m->jnt_qposadr[j];
+    switch (m->jnt_type[j]) {
+      case mjJNT_FREE: q[0] = x[k]; q[1] = x[k + 1]; q[2] = x[k + 2]; cfd_quat_exp(x + k + 3, q + 3); k += 6; break;
+      case mjJNT_BALL: cfd_quat_exp(x + k, q); k += 3; break;
+      default: q[0] = x[k++];
+    }
+  }
+  memcpy(d->qvel, x + m->nv, sizeof(double) * m->nv);
 }
 
 double chainfd_rollout_last_kernel_ms(const chainfd_rollout* r) {

@@ -12,7 +12,8 @@
 //              hinges and slides, aba_tree.h's)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
 //   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
-//   then qvel += h qacc, qpos += h qvel (hinge and slide joints).
+//   then qvel += h qacc, qpos += h qvel (hinges, slides, a free joint's position; a ball's or free
+//   joint's rotation vector r <- log(exp(r) exp(h w)), MuJoCo's step of its quaternion).
 // and mj_step's handling of bad states (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel
 // that is NaN or past mjMAXVAL before the step, or such a qacc after the dynamics, is a warning;
 // with autoreset the instance is reset as mj_resetData does (qpos0, qvel 0, its controls 0 for
@@ -45,7 +46,8 @@ typedef struct cfd_rollout_params {
   int integrator;       // CFD_INT_EULER or CFD_INT_IMPLICITFAST
   int implicit_damping; // Euler: damping in the joint-diagonal term (MuJoCo's eulerdamp)
   int autoreset;        // bad states are reset (MuJoCo's default; mjDSBL_AUTORESET: not)
-  const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0)
+  const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0; 0 for rotations)
+  const double* reset;      // n: the reset state (mj_resetData's qpos0 in the links' coordinates)
   const double* stiffness;  // n
   const double* springref;  // n
   const double* damping;    // n: joint damping plus actuator damping * gear^2
@@ -126,9 +128,24 @@ CFD_HD int cfd_any_bad(const double* x, int n, long stride) {
   return bad;
 }
 
-// mj_resetData on the rollout state: qpos0, qvel 0
+// mj_resetData on the rollout state: qpos0 (in the links' coordinates), qvel 0
 CFD_HD void cfd_rollout_reset(const cfd_rollout_params* p, double* qpos, double* qvel, long stride) {
-  for (int i = 0; i < p->n; i++) qpos[i * stride] = p->qpos0[i], qvel[i * stride] = 0;
+  for (int i = 0; i < p->n; i++) qpos[i * stride] = p->reset[i], qvel[i * stride] = 0;
+}
+
+// A ball's rotation vector r (three entries `stride` apart) stepped by h w (w: its angular velocity
+// in the body frame): exp(r') = exp(r) exp(h w), as mj_integratePos turns the quaternion
+CFD_HD void cfd_rollout_ball_step(double* r, const double* w, double h, long stride) {
+  double x[3] = {r[0], r[stride], r[2 * stride]}, y[3] = {h * w[0], h * w[stride], h * w[2 * stride]};
+  double a[4], b[4], ab[4];
+  cfd_quat_exp(x, a);
+  cfd_quat_exp(y, b);
+  ab[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
+  ab[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
+  ab[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
+  ab[3] = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
+  cfd_quat_log(ab, x);
+  r[0] = x[0]; r[stride] = x[1]; r[2 * stride] = x[2];
 }
 
 // Passive and actuator forces and the forward dynamics into qacc, controls ctrl (NULL: all zero,
@@ -184,9 +201,11 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
       for (int i = 0; i < n; i++) qacc[i * stride] = NAN;
     }
   }
-  for (int i = 0; i < n; i++) {  // semi-implicit Euler: velocity first, then position with it
-    qvel[i * stride] += h * qacc[i * stride];
-    qpos[i * stride] += h * qvel[i * stride];
+  for (int i = 0; i < n; i++) qvel[i * stride] += h * qacc[i * stride];
+  for (int i = 0; i < n; i++) {  // semi-implicit Euler: the position with the new velocity
+    int kind = c->kind[i];
+    if (kind == CFD_LINK_SCREW) qpos[i * stride] += h * qvel[i * stride];
+    else if (kind == CFD_LINK_BALL) cfd_rollout_ball_step(qpos + i * stride, qvel + i * stride, h, stride);
   }
   return 0;
 }

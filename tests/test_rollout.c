@@ -644,6 +644,8 @@ int main(int argc, char** argv) {
                     "stiffness=0.5,actuators=1", mjINT_IMPLICITFAST, 1000, 32, 0);
     gpu_against_cpu("chain:300,random=1,seed=23,branch=0.2,damping=0.1,armature=0.01,actuators=1",
                     mjINT_EULER, 7, 16, 0);
+    gpu_against_cpu("chain:16,random=1,seed=24,branch=0.3,ball=0.3,free=1,damping=0.1,armature=0.02",
+                    mjINT_IMPLICITFAST, 1000, 32, 0);
     TEST_EXIT();
   }
   // a long chain: rounding grows with its length, within 1e-9 (figures: docs/RESULTS.md)
@@ -673,7 +675,19 @@ int main(int argc, char** argv) {
   bad_states_against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 0);
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
-  refused(CHAINFD_TEST_MODELS "/ball.xml", -1, "ball");
+  // ball and free joints (their rotation vectors stepped as MuJoCo steps the quaternion), damped;
+  // their springs and actuators refused
+  against_mujoco(CHAINFD_TEST_MODELS "/ball.xml", mjINT_EULER, 3, 100, 1e-9);
+  against_mujoco("chain:10,ball=1,damping=0.1,armature=0.01", mjINT_EULER, 3, 100, 1e-9);
+  against_mujoco("chain:10,ball=1,damping=0.1,armature=0.01", mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  against_mujoco("chain:16,random=1,seed=24,branch=0.3,ball=0.3,free=1,damping=0.1,armature=0.02",
+                 mjINT_EULER, 3, 100, 1e-9);
+  against_mujoco("chain:16,random=1,seed=24,branch=0.3,ball=0.3,free=1,damping=0.1,armature=0.02",
+                 mjINT_IMPLICITFAST, 3, 100, 1e-9);
+  refused("chain:4,ball=1,stiffness=1", -1, "spring");
+  refused("chain:4,ball=1,actuators=1", -1, "acts on ball joint");
+  refused(CHAINFD_TEST_MODELS "/free.xml", mjINT_IMPLICITFAST, "alone in its tree");
+  against_mujoco(CHAINFD_TEST_MODELS "/free.xml", mjINT_EULER, 3, 100, 1e-9);
   // trees of hinges and slides (an arm with a branch, a tree with side branches, two chains from
   // the world): the tree sweeps (aba_tree.h), against mj_step
   against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
@@ -683,7 +697,8 @@ int main(int argc, char** argv) {
   against_mujoco("chain:60,random=1,seed=22,branch=0.1,damping=0.1,armature=0.01,actuators=1",
                  mjINT_IMPLICITFAST, 2, 50, 1e-9);
   against_mujoco(CHAINFD_TEST_MODELS "/two_chains.xml", mjINT_EULER, 2, 100, 1e-9);
-  refused("chain:16,random=1,seed=21,branch=0.3,free=1", -1, "free");
+  against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,free=1,damping=0.2,armature=0.02,"
+                 "actuators=1", mjINT_IMPLICITFAST, 3, 100, 1e-9);
   {
     char err[1024];
     mjModel* ms = cfd_load_model(ext_short, err, sizeof err);

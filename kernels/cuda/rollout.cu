@@ -724,6 +724,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
                {&r->params.stiffness, p->stiffness, (size_t)n},
                {&r->params.springref, p->springref, (size_t)n},
                {&r->params.damping, p->damping, (size_t)n},
+               {&r->params.reset, p->reset, (size_t)n},
                {&r->params.gear, p->gear, (size_t)nu},
                {&r->params.gain, p->gain, 3 * (size_t)nu},
                {&r->params.bias, p->bias, 3 * (size_t)nu},
