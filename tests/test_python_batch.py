@@ -183,6 +183,44 @@ def test_extended(device=-1):
         print(f"Rollout extended: refused: {e}")
 
 
+def test_tree(device=-1):
+    """A hinge and a ball joint (tests/models/ball.xml): forward dynamics with quaternions in qpos,
+    and a rollout whose state holds the ball's rotation vector, against MuJoCo."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "ball.xml")
+    model = mujoco.MjModel.from_xml_path(path)
+    rng = np.random.default_rng(3)
+    data = mujoco.MjData(model)
+    B = 8
+    qpos, qvel = np.empty((B, model.nq)), rng.uniform(-1, 1, (B, model.nv))
+    qfrc, ref = np.empty((B, model.nv)), np.empty((B, model.nv))
+    for b in range(B):
+        quat = rng.normal(size=4)
+        data.qpos[:] = np.concatenate([[rng.uniform(-1, 1)], quat / np.linalg.norm(quat)])
+        data.qvel[:] = qvel[b]
+        mujoco.mj_forward(model, data)
+        qpos[b] = data.qpos
+        qfrc[b], ref[b] = data.qfrc_passive + data.qfrc_applied, data.qacc
+    backend = "cuda.abia" if device >= 0 else "cpu.fast"
+    got = ForwardDynamics(model, backend, device=device)(qpos, qvel, qfrc)
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    print(f"ForwardDynamics {backend} on a ball joint: max_rel_err {err:.2e}")
+    assert err < 1e-10, err
+    r = Rollout(model, device=device)
+    data.qpos[:], data.qvel[:] = qpos[0], qvel[0]
+    x0 = r.state(data)
+    traj = r.run(x0, np.zeros((1, 50, 0)))
+    worst = 0.0
+    for t in range(50):
+        mujoco.mj_step(model, data)
+        worst = max(worst, np.abs(traj[0, t + 1] - r.state(data)).max())
+    print(f"Rollout with a ball joint: max |dx| against mj_step {worst:.2e}")
+    assert worst < 1e-9, worst
+    back = mujoco.MjData(model)
+    r.set_state(back, traj[0, -1])
+    assert np.abs(back.qpos - data.qpos).max() < 1e-12, np.abs(back.qpos - data.qpos).max()
+    assert np.array_equal(back.qvel, traj[0, -1, model.nv:])
+
+
 if __name__ == "__main__":
     chainfd.load()
     gpu = "--gpu" in sys.argv[1:]
@@ -199,5 +237,6 @@ if __name__ == "__main__":
     test_rollout_bad_state(mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml")), device)
     test_extended(device)
     test_handles(device)
+    test_tree(device)
     print("all checks passed")
     sys.exit(0)

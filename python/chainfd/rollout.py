@@ -56,6 +56,8 @@ def _functions():
         lib.chainfd_rollout_link_dof.restype = ctypes.c_int
         lib.chainfd_rollout_link_poses.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
                                                    ctypes.c_void_p, ctypes.c_void_p]
+        lib.chainfd_rollout_get_state.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.chainfd_rollout_set_state.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         lib._rollout_ready = True
     return lib
 
@@ -84,13 +86,29 @@ class Rollout(_Handle):
         self.links = lib.chainfd_rollout_links(handle)  # the state is [qpos (links); qvel (links)]
         self.nq = self.nv = self.links
         self._dof = np.array([lib.chainfd_rollout_link_dof(handle, i) for i in range(self.links)])
+        self._extended = links is not None
 
 
     def state(self, data):
-        """The rollout state [qpos; qvel] of an MjData (an extended chain: each link the value of
-        the model joint it repeats)."""
+        """The rollout state [qpos; qvel] of an MjData: per dof, a hinge's or slide's qpos, a free
+        joint's position, a ball's or free joint's orientation as the rotation vector of its
+        quaternion (chainfd_rollout_get_state; an extended chain: each link the value of the model
+        joint it repeats)."""
+        if not self._extended:
+            x = np.empty(2 * self.links)
+            self._lib.chainfd_rollout_get_state(self._model._address, data._address, x.ctypes.data)
+            return x
         qpos = data.qpos[self._model.jnt_qposadr[self._model.dof_jntid[self._dof]]]
         return np.concatenate([qpos, data.qvel[self._dof]])
+
+    def set_state(self, data, x):
+        """Sets an MjData's qpos and qvel from a rollout state (not for an extended chain)."""
+        if self._extended:
+            raise ValueError("an extended chain's state has no MjData of its model")
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.shape != (2 * self.links,):
+            raise ValueError(f"x must be ({2 * self.links},), got {x.shape}")
+        self._lib.chainfd_rollout_set_state(self._model._address, data._address, x.ctypes.data)
 
     def link_poses(self, qpos):
         """The links' world poses at positions qpos (links,): xpos (links, 3) and xmat
