@@ -217,7 +217,9 @@ def test_tree(device=-1):
     assert worst < 1e-9, worst
     back = mujoco.MjData(model)
     r.set_state(back, traj[0, -1])
-    assert np.abs(back.qpos - data.qpos).max() < 1e-12, np.abs(back.qpos - data.qpos).max()
+    # (a quaternion and its negative are one rotation: set_state gives the one with w >= 0)
+    dq = min(np.abs(back.qpos[1:] - data.qpos[1:]).max(), np.abs(back.qpos[1:] + data.qpos[1:]).max())
+    assert abs(back.qpos[0] - data.qpos[0]) < 1e-12 and dq < 1e-12, (back.qpos, data.qpos)
     assert np.array_equal(back.qvel, traj[0, -1, model.nv:])
 
 
