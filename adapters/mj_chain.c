@@ -59,6 +59,14 @@ static void body_inertia_in(const mjModel* m, int b, const double R[9], const do
   cfd_spatial_inertia(m->body_mass[b], c, Ic, J);
 }
 
+int cfd_model_is_serial(const mjModel* m) {
+  for (int j = 0; j < m->njnt; j++)
+    if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return 0;
+  for (int i = 0; i < m->nv; i++)
+    if (m->dof_parentid[i] != i - 1) return 0;
+  return 1;
+}
+
 int cfd_chain_model_arrays(const mjModel* m, cfd_model_array* out) {
   size_t nb = (size_t)m->nbody, nj = (size_t)m->njnt, d8 = sizeof(mjtNum);
   const cfd_model_array arrays[CFD_CHAIN_MODEL_ARRAYS] = {

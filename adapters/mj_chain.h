@@ -20,6 +20,10 @@ int cfd_refuse_prefixed(char* err, int size, const char* prefix, const char* fmt
 // An element's name for messages: 'name' where it has one, #id where it has none (into buf).
 const char* cfd_mj_name(const mjModel* m, int type, int id, char* buf, int size);
 
+// 1 when m's joints form one serial chain of hinges and slides (cfd_chain_is_serial of its chain),
+// from m alone: hinge and slide joints only, each dof's parent the dof before it.
+int cfd_model_is_serial(const mjModel* m);
+
 // Builds the chain model of m. Returns 0 on success; otherwise fills err with why the model is
 // refused (naming the body, joint or element) and returns nonzero, leaving *c empty.
 int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size);

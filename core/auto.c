@@ -6,7 +6,15 @@
 
 #include "auto_table.h"
 
-const char* cfd_auto_pick(int n, int B, int have_gpu, char* why, int why_size) {
+const char* cfd_auto_pick(int n, int B, int have_gpu, int tree, char* why, int why_size) {
+  if (tree) {
+    const char* pick = have_gpu && B >= CFD_AUTO_TREE_GPU_MIN_B ? "cuda.abia" : "cpu.fast";
+    if (why && why_size > 0)
+      snprintf(why, why_size, "n=%d B=%d -> %s: a tree or ball or free joints (cpu.fast, or "
+               "cuda.abia from %d states with a CUDA device%s)", n, B, pick,
+               CFD_AUTO_TREE_GPU_MIN_B, have_gpu ? "" : "; there is none");
+    return pick;
+  }
   const cfd_auto_entry* best = NULL;
   double best_d = INFINITY;
   int count = (int)(sizeof(cfd_auto_table) / sizeof(cfd_auto_table[0]));

@@ -29,9 +29,10 @@
 // diagonal velocity derivative of joint damping and joint-transmission actuators), RK4 (four
 // chainfd evaluations). It matches mj_step to rounding.
 //
-// What it cannot step exactly it never approximates. A model the chain adapter refuses (branches,
-// ball/free joints, ...), an option it does not reproduce (integrator implicit, sleep, history
-// buffers, non-diagonal implicit terms, ...) or a state with active constraints (contacts, joint
+// Kinematic trees of hinge, slide, ball and free joints are stepped. What it cannot step exactly it
+// never approximates. A model the chain adapter refuses (tendon or actuator armature, flexes, a
+// mocap base, ...), an option it does not reproduce (integrator implicit, sleep, history buffers,
+// non-diagonal implicit terms, RK4 with a ball or free joint, ...) or a state with active constraints (contacts, joint
 // limits, equality, frictionloss: any d->nefc > 0) is stepped by mj_step when fallback=mujoco (the
 // reason printed once per mjData, and kept in chainfd_stats), or refused with
 // CHAINFD_ERR_UNSUPPORTED when fallback=error: then the integration state (time, qpos, qvel, act,
@@ -99,8 +100,9 @@ typedef struct chainfd_stats {
   long long refusals;          // calls refused (fallback=error)
   const char* backend;         // the back end in use, e.g. "cpu.fast" ("" with a config error);
                                // "mujoco": backend=auto chose MuJoCo's own mj_step / mj_forward,
-                               // the faster on the CPU for a chain of at most 18 dofs (under
-                               // fallback=mujoco only; backend=cpu keeps chainfd's dynamics)
+                               // the faster on the CPU for a chain of at most 18 dofs or a tree
+                               // with nM <= 22 nv (under fallback=mujoco only; backend=cpu keeps
+                               // chainfd's dynamics)
   const char* last_fallback;   // why the last fallback or refusal happened ("" when none)
 } chainfd_stats;
 

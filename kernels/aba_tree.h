@@ -5,10 +5,11 @@
 // The sweeps of cpu/abia_cpu.c with p = parent[i]: a link's articulated inertia and bias gather its
 // children's as they are passed in (children have larger indices, so a reverse sweep meets each
 // link after all of them), and velocities and accelerations come from the parent's, kept per link.
-// A ball's links (joints.h) need nothing else: its three dofs are three links whose pivots d_i
-// factor the 3x3 block of the ball exactly as LDL^T would. Its second and third links sit at the
-// identity in their parent (chain.h), so their transforms are skipped: their twists, inertias
-// and wrenches pass to the parent unchanged.
+// A ball's links (joints.h): its second and third links sit at the identity in their parent
+// (chain.h), so their transforms are skipped; and where its first two links carry nothing (as the
+// adapter builds it) the sweep in eliminates the ball as one 3-dof joint, a 3x3 Cholesky pivot in
+// place of three rank-one updates (cfd_aba_tree_ball). Otherwise its three links' pivots d_i
+// factor the ball's 3x3 block as LDL^T would.
 #ifndef CHAINFD_ABA_TREE_H
 #define CHAINFD_ABA_TREE_H
 

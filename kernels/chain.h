@@ -42,7 +42,8 @@ typedef struct cfd_chain {
   int* jnt;            // n: MuJoCo joint id
   int* dof;            // n: MuJoCo dof index (qvel/qacc address)
   int* qpos;           // n: MuJoCo qpos address (a ball's three links: its quaternion's)
-  double* qpos0;       // n: MuJoCo qpos0 at that address (the joint's zero; 0 for ball links)
+  double* qpos0;       // n: MuJoCo qpos0 at that address (the joint's zero; 0 for a ball's and a
+                       // free joint's links, whose q is absolute)
 } cfd_chain;
 
 // Allocate / free the arrays of a chain of n links (zeroed, and serial: parent[i] = i - 1, every
@@ -51,7 +52,7 @@ int cfd_chain_alloc(cfd_chain* c, int n);
 void cfd_chain_free(cfd_chain* c);
 
 // 1 when c is a serial chain of screws (parent[i] = i - 1, no ball): what the chain-only
-// algorithms (CFA, the scans, the GPU kernels) take.
+// algorithms (CFA, the scans, cuda.jsiia, cuda.cfa, cuda.abia's chain kernels) take.
 int cfd_chain_is_serial(const cfd_chain* c);
 
 // The chain's coordinates q (n) from MuJoCo's qpos: q_i = qpos - qpos0 for a screw, the rotation
@@ -145,9 +146,10 @@ int cfd_fd_cfa_cpu_ex(const cfd_chain* c, const cfd_cfa_options* opt, const doub
 // algebra (fast_cpu.c). cfd_fast_prepare writes that form of c into the head of work (once per
 // chain); cfd_fd_fast_prepared then solves from it (given the same pointer: the prepared form sits
 // at a 64-byte boundary inside work, so a copy of work elsewhere is not prepared), and
-// cfd_fd_fast_cpu does both (for one-off calls). A screw that is neither a pure rotation nor a pure translation (a pitch: MuJoCo's hinges
-// and slides never have one) has no such form: prepare returns 1 and the solves take aba_core.h's
-// sweeps in link frames instead, exact as well.
+// cfd_fd_fast_cpu does both (for one-off calls). On a tree or with ball or free joints prepare
+// returns 1 and the solves take aba_tree.h's sweeps; a screw that is neither a pure rotation nor a
+// pure translation (a pitch: MuJoCo's hinges and slides never have one) has no joint frame either:
+// prepare returns 1 and the solves take aba_core.h's sweeps in link frames; exact both.
 size_t cfd_fast_work_size(int n);
 int cfd_fast_prepare(const cfd_chain* c, double* work);
 int cfd_fd_fast_prepared(const cfd_chain* c, const double* q, const double* qd, const double* tau,

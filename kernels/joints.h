@@ -4,7 +4,8 @@
 // A ball joint in MuJoCo turns its body by the quaternion qpos[adr..adr+4) about the joint's anchor,
 // and its three dofs are the angular velocity in the body's frame (cdof: the body's axes through the
 // anchor). chainfd gives it three links with the screws S_k = [e_k; a x e_k] (a: the anchor) in the
-// body frame: the first carries the body's home pose and the rotation, exp(sum_k S_k r_k) with r
+// body frame: the first carries the body's home pose (the identity when another joint of the body
+// comes first) and the rotation, exp(sum_k S_k r_k) with r
 // the rotation vector of the quaternion (R = exp(r^), and the anchor fixed), the next two an
 // identity pose. Velocities then add as MuJoCo's do: V_body = X V_parent + sum_k S_k qd_k.
 //
@@ -15,9 +16,10 @@
 // against V_g - S_g qd_g, g the ball's first link (whose frame it shares): three hinges in a row
 // would add w1 x w2 + (w1 + w2) x w3, which a ball does not have.
 //
-// A free joint is three slides along the world axes (q: the position, relative to qpos0) and a ball
-// about the body's origin whose home orientation is qpos0's quaternion: MuJoCo's cdof, translation
-// in world axes then rotation in the body frame.
+// A free joint is three slides along the world axes and a ball about the body's origin, all at the
+// identity home pose with qpos0 0: q is the position and the rotation vector of the orientation,
+// both absolute (MuJoCo's free body sits at its qpos whatever its parent): MuJoCo's cdof,
+// translation in world axes then rotation in the body frame.
 #ifndef CHAINFD_JOINTS_H
 #define CHAINFD_JOINTS_H
 

@@ -8,8 +8,8 @@
 //              gain = g0 + g1 length + g2 velocity, bias = b0 + b1 length + b2 velocity,
 //              length = gear qpos, velocity = gear qvel; force clamped to its range;
 //              joint force gear * force
-//   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h; on a tree of
-//              hinges and slides, aba_tree.h's)
+//   dynamics:  (M + diag) qacc = tau - bias   (the structured ABA of aba_core.h; on a tree or with
+//              ball or free joints, aba_tree.h's)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
 //   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
 //   then qvel += h qacc, qpos += h qvel (hinges, slides, a free joint's position; a ball's or free
@@ -34,7 +34,7 @@
 enum { CFD_INT_EULER = 0, CFD_INT_IMPLICITFAST = 1 };
 
 // The sweeps' scratch layout, the `lean` argument below: aba_core.h's full (0) or lean (1), or a
-// tree's (CFD_ROLLOUT_TREE: aba_tree.h, for a tree of hinges and slides)
+// tree's (CFD_ROLLOUT_TREE: aba_tree.h, for a tree or ball or free joints)
 enum { CFD_ROLLOUT_TREE = 2 };
 CFD_HD int cfd_rollout_link_doubles(int lean) {
   return lean == CFD_ROLLOUT_TREE ? (int)CFD_ABA_TREE_LINK_DOUBLES : cfd_aba_link_doubles(lean);
@@ -46,7 +46,8 @@ typedef struct cfd_rollout_params {
   int integrator;       // CFD_INT_EULER or CFD_INT_IMPLICITFAST
   int implicit_damping; // Euler: damping in the joint-diagonal term (MuJoCo's eulerdamp)
   int autoreset;        // bad states are reset (MuJoCo's default; mjDSBL_AUTORESET: not)
-  const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0; 0 for rotations)
+  const double* qpos0;      // n: joint zero (the chain's q = qpos - qpos0; 0 for a ball's and a
+                            // free joint's links)
   const double* reset;      // n: the reset state (mj_resetData's qpos0 in the links' coordinates)
   const double* stiffness;  // n
   const double* springref;  // n

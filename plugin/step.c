@@ -310,23 +310,14 @@ static void remember_model(chainfd_stepper* s, const mjModel* m) {
 // On a tree, or with ball or free joints (the tree sweeps of aba_tree.h, slower per dof than the
 // chain's), the measure is MuJoCo's: its factorisation costs about nM per dof (nM: the ancestors of
 // every dof, M's nonzeros), chainfd's a constant; MuJoCo's step wins while nM <= this many per dof
-// (ball chains: 0.88x of mj_step at 18.5 ancestors per dof, 1.12x at 24.5; a 30-dof floating tree
-// 0.54x at 8.3; chainfd-bench-step --model, docs/RESULTS.md).
+// (measured with chainfd-bench-step --model on ball chains and the tree scenes, on the development
+// VM and the H200 machine's host: docs/RESULTS.md, "Trees").
 #define STEP_MUJOCO_MAX_NV 18
 #define STEP_MUJOCO_MAX_TREE_DEPTH 22
 
-// 1 when m's joints form one serial chain of hinges and slides (the chain sweeps' case)
-static int serial_chain(const mjModel* m) {
-  for (int j = 0; j < m->njnt; j++)
-    if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return 0;
-  for (int i = 0; i < m->nv; i++)
-    if (m->dof_parentid[i] != i - 1) return 0;
-  return 1;
-}
-
 // backend=auto on the CPU: whether MuJoCo's own step is the faster (the two constants above)
 static int mujoco_steps_faster(const mjModel* m) {
-  if (serial_chain(m)) return m->nv <= STEP_MUJOCO_MAX_NV;
+  if (cfd_model_is_serial(m)) return m->nv <= STEP_MUJOCO_MAX_NV;
   return m->nM <= (long)STEP_MUJOCO_MAX_TREE_DEPTH * m->nv;
 }
 
@@ -350,7 +341,7 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   s->use_mujoco = 0;
   s->model_refusal[0] = 0;
   if (s->cfg.is_auto) {
-    const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
+    const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, !cfd_model_is_serial(m), NULL, 0);
     const cfd_backend* b = cfd_backend_find(pick);
     if (b && b->gpu_algorithm < 0 && mujoco_steps_faster(m) && !s->cfg.fallback_error) {
       s->use_mujoco = 1;
@@ -363,7 +354,7 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
     // backend=auto: the fastest back end for this chain and one state, by the measured table
     // (core/auto.c); on a GPU device only if the table says a GPU wins there
     if (s->cfg.is_auto) {
-      const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, NULL, 0);
+      const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, !cfd_model_is_serial(m), NULL, 0);
       snprintf(s->cfg.backend, sizeof s->cfg.backend, "%s", pick);
     }
     s->solver = cfd_solver_create_on(m, s->cfg.backend, s->cfg.device < 0 ? 0 : s->cfg.device,

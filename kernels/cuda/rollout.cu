@@ -44,7 +44,7 @@ struct cfd_gpu_rollout {
   cfd_gpu_tuning tune;          // cfd_gpu_rollout_set_tuning; all zero: the rules
   long scan_steps;              // steps taken by the scan kernel, all runs
   int device, n, nu;
-  int tree;                     // a tree of hinges and slides: the thread kernel, aba_tree.h
+  int tree;                     // a tree or ball or free joints: the thread kernel, aba_tree.h
   cfd_chain chain;              // device arrays
   cfd_chain chain_jf;           // the chain in joint frames, device arrays (home_R NULL: none)
   cfd_rollout_params params;    // device arrays
@@ -69,7 +69,7 @@ struct cfd_gpu_rollout {
   int* sflags;
 };
 
-// (layout: 1, aba_core.h's lean sweeps; CFD_ROLLOUT_TREE on a tree of hinges and slides)
+// (layout: 1, aba_core.h's lean sweeps; CFD_ROLLOUT_TREE on a tree or ball or free joints)
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __restrict__ init,
                int shared_init, const double* __restrict__ ctrl, double* __restrict__ out,
@@ -189,7 +189,7 @@ __device__ __forceinline__ bool lanes_actuators(const cfd_rollout_params& p, int
 template <int G = LANES>
 __device__ __forceinline__ void lanes_reset(const cfd_rollout_params& p, int lane, double* qpos,
                                             double* qvel) {
-  for (int i = lane; i < p.n; i += G) qpos[i] = p.qpos0[i], qvel[i] = 0;
+  for (int i = lane; i < p.n; i += G) qpos[i] = p.reset[i], qvel[i] = 0;
 }
 
 // Any bad entry of x among this lane's links, over the whole group
@@ -370,7 +370,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     for (int k = 0; k < 2; k++)  // mj_checkPos, mj_checkVel (rollout_step.h)
       if (group_any<W>(link && cfd_is_bad(k ? v : x))) {
         warnings++;
-        if (p.autoreset) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
+        if (p.autoreset) x = link ? p.reset[i] : 0, v = 0, u_t = NULL;
       }
     bool singular, bad_ctrl, bad_diag, ignored;
     double qa = forward(u_t, &singular, &bad_ctrl, &bad_diag);
@@ -381,7 +381,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
     warnings += redo;
     if (p.autoreset && __any_sync(0xffffffffu, redo)) {
       // the whole warp takes the second pass; groups whose step was sound take it again as it was
-      if (redo) x = link ? p.qpos0[i] : 0, v = 0, u_t = NULL;
+      if (redo) x = link ? p.reset[i] : 0, v = 0, u_t = NULL;
       qa = forward(u_t, &singular, &bad_ctrl, &ignored);
       failed |= redo && singular;
     }
@@ -524,7 +524,7 @@ scan_reset_forces(cfd_rollout_params p, const int* first, const int* acts, doubl
   double *q = x, *qvel = x + n, *tau = x + 2 * n, *diag = x + 3 * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) qvel[i] = 0;
   __syncthreads();
-  scan_forces(p, first, acts, NULL, p.qpos0, qvel, q, tau, diag);
+  scan_forces(p, first, acts, NULL, p.reset, qvel, q, tau, diag);
 }
 
 // The start of a run: the instances' states from init, state 0 out, the flags cleared
@@ -576,7 +576,7 @@ scan_between(cfd_rollout_params p, const int* first, const int* acts, int B, int
             return;
           }
           for (int i = threadIdx.x; i < n; i += blockDim.x)
-            v.qpos[i] = p.qpos0[i], v.qvel[i] = 0, v.qacc[i] = reset_x[4 * n + i];
+            v.qpos[i] = p.reset[i], v.qvel[i] = 0, v.qacc[i] = reset_x[4 * n + i];
         } else if (singular) {
           for (int i = threadIdx.x; i < n; i += blockDim.x) v.qacc[i] = NAN;
         }
@@ -599,7 +599,7 @@ scan_between(cfd_rollout_params p, const int* first, const int* acts, int B, int
       if (block_any_bad(k ? v.qvel : v.qpos, n)) {
         warnings++;
         if (p.autoreset) {
-          for (int i = threadIdx.x; i < n; i += blockDim.x) v.qpos[i] = p.qpos0[i], v.qvel[i] = 0;
+          for (int i = threadIdx.x; i < n; i += blockDim.x) v.qpos[i] = p.reset[i], v.qvel[i] = 0;
           u = NULL;
         }
       }
