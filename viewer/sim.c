@@ -239,7 +239,7 @@ int cfv_sim_init(cfv_sim* s, mjModel* m, const char* backend, int key, char* err
     s->wave_odd = m->numeric_size[wave] >= 4 ? p[3] : 0;
   }
   // the CPU rollout for cfv_sim_substeps, where the model fits it
-  s->rollout_x = malloc(sizeof(double) * (size_t)(2 * (m->nq + m->nv) + 1));  // start, end
+  s->rollout_x = malloc(sizeof(double) * (size_t)(4 * m->nv + 1));  // start, end (2 nv each)
   s->rollout_ctrl = malloc(sizeof(double) * ((size_t)CFV_MAX_SUBSTEPS * m->nu + 1));
   if (!s->rollout_x || !s->rollout_ctrl) {
     snprintf(err, err_size, "out of memory");
@@ -473,7 +473,7 @@ int cfv_sim_substeps(cfv_sim* s, int k) {
     else if (m->nu) memcpy(u, d->ctrl, sizeof(double) * m->nu);
   }
   char err[CFV_MSG];
-  int nx = m->nq + m->nv;
+  int nx = 2 * m->nv;  // the rollout state: qpos per dof (a ball's rotation vector), qvel
   double *x0 = s->rollout_x, *x1 = s->rollout_x + nx;
   chainfd_rollout_get_state(m, d, x0);
   if (chainfd_rollout_run(rollout, 1, k, x0, 1, s->rollout_ctrl, x1, 1, CHAINFD_HOST, err, sizeof err))
