@@ -73,11 +73,13 @@ CHAINFD_API int chainfd_rollout_links(const chainfd_rollout* r);
 // The model dof (qvel index) that link `link` repeats (itself in a chain that is not extended);
 // -1 outside 0 .. links - 1.
 CHAINFD_API int chainfd_rollout_link_dof(const chainfd_rollout* r, int link);
-// The links' world poses at positions qpos (links): xpos [links][3] and xmat [links][9]
+// The links' world poses at positions qpos (links, the state's first half): xpos [links][3] and
+// xmat [links][9]
 // (row-major), as MuJoCo's d->xpos, d->xmat of the link bodies (for drawing, or a cost on the tip).
 CHAINFD_API void chainfd_rollout_link_poses(const chainfd_rollout* r, const double* qpos,
                                             double* xpos, double* xmat);
-// The rollout state x = [qpos; qvel] of d, and back.
+// The rollout state x = [qpos; qvel] of d (2 nv entries: a ball's quaternion as its rotation
+// vector, above), and back (the quaternion with w >= 0).
 CHAINFD_API void chainfd_rollout_get_state(const mjModel* m, const mjData* d, double* x);
 CHAINFD_API void chainfd_rollout_set_state(const mjModel* m, mjData* d, const double* x);
 // Page-locked host memory for the host arrays of chainfd_rollout_run: transfers from and to it run
