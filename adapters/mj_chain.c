@@ -59,6 +59,12 @@ static void body_inertia_in(const mjModel* m, int b, const double R[9], const do
   cfd_spatial_inertia(m->body_mass[b], c, Ic, J);
 }
 
+int cfd_mj_free_body_alone(const mjModel* m, int j) {
+  int b = m->jnt_bodyid[j], adr = m->jnt_dofadr[j];
+  return m->jnt_type[j] == mjJNT_FREE && m->body_jntnum[b] == 1 &&
+         m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b];
+}
+
 int cfd_model_is_serial(const mjModel* m) {
   for (int j = 0; j < m->njnt; j++)
     if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return 0;

@@ -24,6 +24,10 @@ const char* cfd_mj_name(const mjModel* m, int type, int id, char* buf, int size)
 // from m alone: hinge and slide joints only, each dof's parent the dof before it.
 int cfd_model_is_serial(const mjModel* m);
 
+// 1 when joint j is a free joint alone in its tree (one body, no children): MuJoCo's implicitfast
+// solves its 6 dofs with their gyroscopic velocity derivative, a 6x6 block, not a diagonal term.
+int cfd_mj_free_body_alone(const mjModel* m, int j);
+
 // Builds the chain model of m. Returns 0 on success; otherwise fills err with why the model is
 // refused (naming the body, joint or element) and returns nonzero, leaving *c empty.
 int cfd_chain_from_model(const mjModel* m, cfd_chain* c, char* err, int err_size);

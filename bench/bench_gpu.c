@@ -341,6 +341,26 @@ static int one_chain_set(int n, char* spec, size_t size, model_set* s) {
   return make_tiled_set(n, s);
 }
 
+// One forward dynamics of s's chain on the fast CPU path, one core, in us (prepared once, as the
+// solver does; the pool's states in turn for about budget / 4 seconds)
+static double fast_one_us(const model_set* s, double budget) {
+  int n = s->chain.n;
+  double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
+  double* qa = NEED(malloc(sizeof(double) * n));
+  cfd_fast_prepare(&s->chain, w);
+  double t0 = now();
+  int calls = 0;
+  while (now() - t0 < budget / 4 || calls < 3) {
+    cfd_fd_fast_prepared(&s->chain, s->q + (calls % POOL) * n, s->qd + (calls % POOL) * n,
+                         s->tau + (calls % POOL) * n, NULL, qa, w);
+    calls++;
+  }
+  double us = (now() - t0) / calls * 1e6;
+  free(w);
+  free(qa);
+  return us;
+}
+
 static void fig2(int min_n, int max_n, double budget) {
   printf("\n== Fig. 2: one chain, time of one forward dynamics (us), B = 1 ==\n");
   printf("%6s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
@@ -356,19 +376,8 @@ static void fig2(int min_n, int max_n, double budget) {
       emit("fig2", spec, n, 1, "mujoco.1core", tmj, 0, 0);
     }
     // the fast CPU path on one core
-    double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
-    double* qa = NEED(malloc(sizeof(double) * n));
-    cfd_fast_prepare(&s.chain, w);  // once per chain, as the solver does
-    double t0 = now();
-    int calls = 0;
-    while (now() - t0 < budget / 4 || calls < 3) {
-      cfd_fd_fast_prepared(&s.chain, s.q + (calls % POOL) * n, s.qd + (calls % POOL) * n,
-                      s.tau + (calls % POOL) * n, NULL, qa, w);
-      calls++;
-    }
-    double tfast = (now() - t0) / calls * 1e6;
+    double tfast = fast_one_us(&s, budget);
     emit("fig2", spec, n, 1, "cpu.fast", tfast, 0, 0);
-    free(w); free(qa);
     double best = INFINITY, tg[3] = {0, 0, 0};
     for (int a = 0; a < 3; a++) {
       if (algs[a] == CFD_GPU_JSIIA && n > 8192) continue;  // M alone is n^2 doubles
@@ -899,23 +908,12 @@ static void ball_chain(int balls, double budget) {
   model_set s;
   if (make_tiled_set_of("chain:100,ball=1,armature=0.001", 3 * balls, &s)) return;
   int n = s.chain.n;
-  double* w = NEED(malloc(sizeof(double) * cfd_fast_work_size(n)));
-  double* qa = NEED(malloc(sizeof(double) * n));
-  cfd_fast_prepare(&s.chain, w);
-  double t0 = now();
-  int calls = 0;
-  while (now() - t0 < budget / 4 || calls < 3) {
-    cfd_fd_fast_prepared(&s.chain, s.q + (calls % POOL) * n, s.qd + (calls % POOL) * n,
-                         s.tau + (calls % POOL) * n, NULL, qa, w);
-    calls++;
-  }
-  double tfast = (now() - t0) / calls * 1e6;
+  double tfast = fast_one_us(&s, budget);
   emit("trees", spec, n, 1, "cpu.fast", tfast, 0, 0);
   gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, 1, budget);
   if (gm.ok) emit("trees", spec, n, 1, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
   printf("%-44s %6d dofs: cpu.fast %10.1f us   cuda.abia %10.1f us (kernel %.1f, err %.1e)\n",
          spec, n, tfast, gm.ok ? gm.wall_us : 0, gm.ok ? gm.kernel_us : 0, gm.ok ? gm.err : 0);
-  free(w); free(qa);
   free_set(&s);
 }
 

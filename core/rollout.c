@@ -192,9 +192,8 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   for (int j = 0; j < m->njnt; j++) {  // a ball's or free joint's spring, or an actuator on one
     int t = m->jnt_type[j];
     if (t != mjJNT_BALL && t != mjJNT_FREE) continue;
-    int b = m->jnt_bodyid[j], adr = m->jnt_dofadr[j];
-    if (t == mjJNT_FREE && m->opt.integrator == mjINT_IMPLICITFAST && m->body_jntnum[b] == 1 &&
-        m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b]) {
+    int b = m->jnt_bodyid[j];
+    if (m->opt.integrator == mjINT_IMPLICITFAST && cfd_mj_free_body_alone(m, j)) {
       char why[512];  // as chainfd_step (plugin/step.c): MuJoCo's own 6x6 solve with gyroscopics
       snprintf(why, sizeof why, "implicitfast with free body %s alone in its tree: MuJoCo solves "
                "its 6 dofs with their gyroscopic velocity derivative (use Euler)",

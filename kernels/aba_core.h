@@ -73,6 +73,16 @@ CFD_HD void cfd_inertia3_to_parent(const double R[9], const double p[3], const c
     }
 }
 
+// I -= U U^T inv (the sweep in's rank-one update, Ia = IA - U U^T / d), on the three blocks
+CFD_HD void cfd_inertia3_sub_outer(cfd_inertia3* I, const double U[6], double inv) {
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 3; k++) {
+      I->A[3 * r + k] -= U[r] * U[k] * inv;
+      I->B[3 * r + k] -= U[r] * U[3 + k] * inv;
+      I->C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
+    }
+}
+
 // out = I x for an inertia in three blocks (the sweeps below write it inline, U = IA S)
 CFD_HD void cfd_inertia3_vec(const cfd_inertia3* I, const double x[6], double out[6]) {
   double t1[3], t2[3];
@@ -181,12 +191,7 @@ CFD_HD int cfd_aba_core_ex(const cfd_chain* c, const double* q, const double* qd
     if (i == 0) break;
     // Ia = IA - U U^T / d,  pa = pA + Ia c + U u / d, then both to the parent
     double inv = 1 / d;
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) {
-        IA.A[3 * r + k] -= U[r] * U[k] * inv;
-        IA.B[3 * r + k] -= U[r] * U[3 + k] * inv;
-        IA.C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
-      }
+    cfd_inertia3_sub_outer(&IA, U, inv);
     double pa[6], a1[3], a2[3], b1[3], b2[3];
     cfd_rot(IA.A, ci, a1);
     cfd_rot(IA.B, ci + 3, a2);

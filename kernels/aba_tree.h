@@ -239,12 +239,7 @@ CFD_HD int cfd_aba_tree(const cfd_chain* c, const double* q, const double* qd, c
     int par = c->parent[i];
     if (par < 0) continue;
     double inv = 1 / d, ci[6], Iac[6], pa[6];
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 3; k++) {
-        IA.A[3 * r + k] -= U[r] * U[k] * inv;
-        IA.B[3 * r + k] -= U[r] * U[3 + k] * inv;
-        IA.C[3 * r + k] -= U[3 + r] * U[3 + k] * inv;
-      }
+    cfd_inertia3_sub_outer(&IA, U, inv);
     for (int k = 0; k < 6; k++) ci[k] = W(i, 6 + k);
     cfd_inertia3_vec(&IA, ci, Iac);
     for (int k = 0; k < 6; k++) pa[k] = pA[k] + Iac[k] + U[k] * u * inv;

@@ -201,9 +201,8 @@ static void step_option_refusal(const mjModel* m, char* why, int size) {
   // implicitfast solves a standalone free body (a free joint alone in its tree) with its own 6x6
   // block, gyroscopic derivative included: not a diagonal term
   for (int j = 0; j < m->njnt; j++) {
-    int b = m->jnt_bodyid[j], adr = m->jnt_dofadr[j];
-    if (m->jnt_type[j] == mjJNT_FREE && m->body_jntnum[b] == 1 &&
-        m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b]) {
+    int b = m->jnt_bodyid[j];
+    if (cfd_mj_free_body_alone(m, j)) {
       snprintf(why, size, "implicitfast with free body %s alone in its tree: MuJoCo solves its 6 "
                           "dofs with their gyroscopic velocity derivative, which chainfd's "
                           "implicitfast (a diagonal one) does not (use Euler)",
