@@ -65,13 +65,15 @@ int cfd_mj_free_body_alone(const mjModel* m, int j) {
          m->tree_dofnum[m->dof_treeid[adr]] == 6 && m->body_subtreemass[b] == m->body_mass[b];
 }
 
-int cfd_model_is_serial(const mjModel* m) {
-  for (int j = 0; j < m->njnt; j++)
-    if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return 0;
+int cfd_model_shape(const mjModel* m) {
   for (int i = 0; i < m->nv; i++)
-    if (m->dof_parentid[i] != i - 1) return 0;
-  return 1;
+    if (m->dof_parentid[i] != i - 1) return CFD_SHAPE_TREE;
+  for (int j = 0; j < m->njnt; j++)
+    if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) return CFD_SHAPE_BALL_CHAIN;
+  return CFD_SHAPE_CHAIN;
 }
+
+int cfd_model_is_serial(const mjModel* m) { return cfd_model_shape(m) == CFD_SHAPE_CHAIN; }
 
 int cfd_chain_model_arrays(const mjModel* m, cfd_model_array* out) {
   size_t nb = (size_t)m->nbody, nj = (size_t)m->njnt, d8 = sizeof(mjtNum);

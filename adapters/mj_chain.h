@@ -23,6 +23,10 @@ const char* cfd_mj_name(const mjModel* m, int type, int id, char* buf, int size)
 // 1 when m's joints form one serial chain of hinges and slides (cfd_chain_is_serial of its chain),
 // from m alone: hinge and slide joints only, each dof's parent the dof before it.
 int cfd_model_is_serial(const mjModel* m);
+// cfd_chain_shape of m's chain (CFD_SHAPE_*), from m alone: one chain when every dof's parent is
+// the dof before it (MuJoCo chains a ball's and a free joint's dofs so), balls when any joint is a
+// ball or free joint.
+int cfd_model_shape(const mjModel* m);
 
 // 1 when joint j is a free joint alone in its tree (one body, no children): MuJoCo's implicitfast
 // solves its 6 dofs with their gyroscopic velocity derivative, a 6x6 block, not a diagonal term.

@@ -900,8 +900,9 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
 
 // ---- trees: floating bases and ball joints (the thread-per-instance tree kernel) -------------------
 
-// One long ball-joint chain (tiled past MuJoCo's depth limit): one forward dynamics on the GPU
-// (cuda.abia's tree kernel, one thread) and on one core (cpu.fast).
+// One long ball-joint chain (tiled past MuJoCo's depth limit): one forward dynamics on one core
+// (cpu.fast) and on the GPU by cuda.abia's rule (the scans past 128 links), then the scans
+// against the thread-per-instance tree kernel in small batches, where the rule draws their line.
 static void ball_chain(int balls, double budget) {
   char spec[128];
   snprintf(spec, sizeof spec, "tile(chain:100,ball=1,armature=0.001):%d balls", balls);
@@ -914,6 +915,17 @@ static void ball_chain(int balls, double budget) {
   if (gm.ok) emit("trees", spec, n, 1, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
   printf("%-44s %6d dofs: cpu.fast %10.1f us   cuda.abia %10.1f us (kernel %.1f, err %.1e)\n",
          spec, n, tfast, gm.ok ? gm.wall_us : 0, gm.ok ? gm.kernel_us : 0, gm.ok ? gm.err : 0);
+  static const int Bs[] = {1, 16, 64, 256, 1024};
+  for (int k = 0; k < 5 && n > 128; k++) {
+    cfd_gpu_tuning scan = {.abia_kernel = CFD_ABIA_SCAN}, tree = {.abia_kernel = CFD_ABIA_TREE};
+    gpu_meas a = gpu_time_tuned(&s, CFD_GPU_ABIA, Bs[k], budget, &scan);
+    gpu_meas b = gpu_time_tuned(&s, CFD_GPU_ABIA, Bs[k], budget, &tree);
+    if (a.ok) emit("trees", spec, n, Bs[k], "cuda.abia[scan]", a.wall_us, a.kernel_us, a.err);
+    if (b.ok) emit("trees", spec, n, Bs[k], "cuda.abia[tree]", b.wall_us, b.kernel_us, b.err);
+    printf("%-44s %6d dofs B=%-5d scans %10.1f us   tree kernel %10.1f us (err %.1e, %.1e)\n",
+           spec, n, Bs[k], a.ok ? a.wall_us : 0, b.ok ? b.wall_us : 0, a.ok ? a.err : 0,
+           b.ok ? b.err : 0);
+  }
   free_set(&s);
 }
 
@@ -926,6 +938,8 @@ static void trees(int maxB, double budget, int cores) {
   rollouts(path, "a Panda-like arm with a two-finger hand", maxB, cores, budget);
   printf("\n== one long ball-joint chain, time of one forward dynamics ==\n");
   ball_chain(40, budget);
+  ball_chain(100, budget);
+  ball_chain(300, budget);
   ball_chain(1000, budget);
 }
 

@@ -212,7 +212,7 @@ int cfd_cmd_info(int argc, char** argv) {
   }
   int gpus = cfd_gpu_device_count();
   char why[512];
-  const char* pick = cfd_auto_pick(c.n, batch, gpus > 0, !cfd_chain_is_serial(&c), why, sizeof why);
+  const char* pick = cfd_auto_pick(c.n, batch, gpus > 0, cfd_chain_shape(&c), why, sizeof why);
   printf("backend=auto for a batch of %d: %s\n  (%s)\n", batch, pick, why);
   cfd_chain_free(&c);
   mj_deleteModel(m);

@@ -5,12 +5,19 @@
 #include <string.h>
 
 #include "auto_table.h"
+#include "chain.h"
 
-const char* cfd_auto_pick(int n, int B, int have_gpu, int tree, char* why, int why_size) {
-  if (tree) {
+// whether the table's back end b runs here: on a GPU only with one; with balls only if it takes them
+static int usable(const char* b, int have_gpu, int shape) {
+  if (!have_gpu && !strncmp(b, "cuda.", 5)) return 0;
+  return shape == CFD_SHAPE_CHAIN || !strcmp(b, "cpu.fast") || !strcmp(b, "cuda.abia");
+}
+
+const char* cfd_auto_pick(int n, int B, int have_gpu, int shape, char* why, int why_size) {
+  if (shape == CFD_SHAPE_TREE) {
     const char* pick = have_gpu && B >= CFD_AUTO_TREE_GPU_MIN_B ? "cuda.abia" : "cpu.fast";
     if (why && why_size > 0)
-      snprintf(why, why_size, "n=%d B=%d -> %s: a tree or ball or free joints (cpu.fast, or "
+      snprintf(why, why_size, "n=%d B=%d -> %s: a branching tree (cpu.fast, or "
                "cuda.abia from %d states with a CUDA device%s)", n, B, pick,
                CFD_AUTO_TREE_GPU_MIN_B, have_gpu ? "" : "; there is none");
     return pick;
@@ -26,7 +33,7 @@ const char* cfd_auto_pick(int n, int B, int have_gpu, int tree, char* why, int w
   const char* pick = "cpu.fast";
   double us = 0;
   for (int r = 0; best && r < 3 && best->backend[r]; r++) {
-    if (!have_gpu && !strncmp(best->backend[r], "cuda.", 5)) continue;
+    if (!usable(best->backend[r], have_gpu, shape)) continue;
     pick = best->backend[r];
     us = best->us[r];
     break;
@@ -40,6 +47,9 @@ const char* cfd_auto_pick(int n, int B, int have_gpu, int tree, char* why, int w
       for (int r = 0; r < 3 && best->backend[r] && len < why_size; r++)
         len += snprintf(why + len, why_size - len, "%s %s %.4g us", r ? "," : "", best->backend[r],
                         best->us[r]);
+      if (shape == CFD_SHAPE_BALL_CHAIN && len < why_size)
+        len += snprintf(why + len, why_size - len, "; with ball or free joints, the fastest of "
+                        "cpu.fast and cuda.abia");
       if (!have_gpu && len < why_size)
         snprintf(why + len, why_size - len, "; no CUDA device, so the fastest CPU back end");
       else if (us == 0 && len < why_size)

@@ -36,7 +36,7 @@ int chainfd_fd_create(const mjModel* m, const char* backend, int device, int typ
   if (!backend) backend = "auto";
   if (!strcmp(backend, "auto"))
     backend = cfd_auto_pick(m->nv, typical_batch > 0 ? typical_batch : 1, device >= 0 && device < gpus,
-                            !cfd_model_is_serial(m), NULL, 0);
+                            cfd_model_shape(m), NULL, 0);
   const cfd_backend* b = cfd_backend_find(backend);
   if (!b) {
     snprintf(err, err_size, "unknown back end '%s'", backend);

@@ -55,6 +55,15 @@ int cfd_chain_is_serial(const cfd_chain* c) {
   return 1;
 }
 
+int cfd_chain_shape(const cfd_chain* c) {
+  int ball = 0;
+  for (int i = 0; i < c->n; i++) {
+    if (c->parent[i] != i - 1) return CFD_SHAPE_TREE;
+    ball |= c->kind[i] != CFD_LINK_SCREW;
+  }
+  return ball ? CFD_SHAPE_BALL_CHAIN : CFD_SHAPE_CHAIN;
+}
+
 // a chain whose links hang one from the next (balls allowed): what tiling repeats
 static int is_unbranched(const cfd_chain* c) {
   for (int i = 0; i < c->n; i++)

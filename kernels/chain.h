@@ -55,6 +55,12 @@ void cfd_chain_free(cfd_chain* c);
 // algorithms (CFA, the scans, cuda.jsiia, cuda.cfa, cuda.abia's chain kernels) take.
 int cfd_chain_is_serial(const cfd_chain* c);
 
+// What the chain is, for the rules that pick a back end or kernel: a serial chain of screws, one
+// chain whose links hang one from the next with ball or free joints among them (the scans and
+// the sequential sweeps take it, the chain-only algorithms do not), or a branching tree.
+enum { CFD_SHAPE_CHAIN = 0, CFD_SHAPE_BALL_CHAIN = 1, CFD_SHAPE_TREE = 2 };
+int cfd_chain_shape(const cfd_chain* c);
+
 // The chain's coordinates q (n) from MuJoCo's qpos: q_i = qpos - qpos0 for a screw, the rotation
 // vector of the (normalised) quaternion for a ball's three links. And back: qpos entries of the
 // chain's joints from q (a ball's quaternion from its rotation vector).

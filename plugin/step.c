@@ -340,7 +340,7 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   s->use_mujoco = 0;
   s->model_refusal[0] = 0;
   if (s->cfg.is_auto) {
-    const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, !cfd_model_is_serial(m), NULL, 0);
+    const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, cfd_model_shape(m), NULL, 0);
     const cfd_backend* b = cfd_backend_find(pick);
     if (b && b->gpu_algorithm < 0 && mujoco_steps_faster(m) && !s->cfg.fallback_error) {
       s->use_mujoco = 1;
@@ -353,7 +353,7 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
     // backend=auto: the fastest back end for this chain and one state, by the measured table
     // (core/auto.c); on a GPU device only if the table says a GPU wins there
     if (s->cfg.is_auto) {
-      const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, !cfd_model_is_serial(m), NULL, 0);
+      const char* pick = cfd_auto_pick(m->nv, 1, s->cfg.device >= 0, cfd_model_shape(m), NULL, 0);
       snprintf(s->cfg.backend, sizeof s->cfg.backend, "%s", pick);
     }
     s->solver = cfd_solver_create_on(m, s->cfg.backend, s->cfg.device < 0 ? 0 : s->cfg.device,

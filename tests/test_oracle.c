@@ -433,8 +433,77 @@ static void test_abia_scan(void) {
   }
 }
 
+// The scans on one chain with ball and free joints (CFD_LINK_BALL links in a serial chain): a
+// block may start or end inside a ball where armature lets it end there (blocks of 1 and 2 links
+// split every ball), and a ball's later links take their velocity term from links in the block
+// before. Against the long-double reference, as above; a 1000-ball chain (3000 links) tiled.
+static void test_abia_scan_balls(void) {
+  static const char* specs[] = {
+      "chain:60,ball=1,damping=0.05,armature=0.01",                   // every ball split at L = 1
+      "chain:50,random=1,seed=21,ball=0.4,multijoint=1,slide=0.1",    // no armature: balls whole
+      "chain:30,random=1,seed=22,free=1,ball=0.3,armature=0.02",      // a floating snake
+      "chain:100,ball=1,armature=0.001",                              // tiled to 1000 balls below
+  };
+  const int blocks[4] = {1, 2, 5, 32};
+  char err[1024];
+  for (size_t k = 0; k < sizeof(specs) / sizeof(specs[0]); k++) {
+    int tiled = k == 3 ? 3000 : 0;
+    mjModel* m = cfd_load_model(specs[k], err, sizeof err);
+    cfd_chain base, c;
+    int ok = m && !cfd_chain_from_model(m, &base, err, sizeof err);
+    EXPECT(ok, "%s: %s", specs[k], err);
+    if (m) mj_deleteModel(m);
+    if (!ok) continue;
+    if (tiled) {
+      ok = !cfd_chain_tile(&base, tiled, &c);
+      cfd_chain_free(&base);
+      EXPECT(ok, "%s tiled to %d links failed", specs[k], tiled);
+      if (!ok) continue;
+    } else {
+      c = base;
+    }
+    int n = c.n, balls = 0, one_chain = 1;
+    for (int i = 0; i < n; i++) balls += c.kind[i] == CFD_LINK_BALL, one_chain &= c.parent[i] == i - 1;
+    EXPECT(balls > 0 && one_chain, "%s: %d balls, one chain %d (the test needs both)", specs[k],
+           balls, one_chain);
+    double* v = malloc(sizeof(double) * 6 * n);
+    size_t ws = cfd_abia_scan_work_size(n);
+    double* w = malloc(sizeof(double) * ws);
+    EXPECT(v && w, "%d links: out of memory", n);
+    if (v && w) {
+      double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
+      cfd_rng rng = {7 + (unsigned)k};
+      for (int i = 0; i < n; i++) {
+        q[i] = cfd_rng_uniform(&rng, -1.5, 1.5);  // (a ball's three: a rotation vector)
+        qd[i] = cfd_rng_uniform(&rng, -2, 2);
+        tau[i] = cfd_rng_uniform(&rng, -1, 1);
+        extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
+      }
+      cfd_fd_reference(&c, q, qd, tau, extra, ref);
+      double worst = 0;
+      int st = 0;
+      printf("abia scan, %s (%d links, %d balls): blocks of", specs[k], n, balls);
+      for (int j = 0; j < 4; j++) {
+        int L = tiled ? 8 << (2 * j) : blocks[j];
+        st |= cfd_fd_abia_scan_cpu(&c, L, q, qd, tau, extra, x, w);
+        double e = cfd_rel_err_inf(x, ref, n);
+        printf(" %d: %.2e", L, e);
+        worst = cfd_worst(worst, e);
+      }
+      printf("\n");
+      double bound = n <= 200 ? 1e-11 : 1e-11 * n / 200;
+      EXPECT(st == 0 && worst <= bound, "abia scan, %s: status %d, error %.2e (bound %.1e)",
+             specs[k], st, worst, bound);
+    }
+    free(v);
+    free(w);
+    cfd_chain_free(&c);
+  }
+}
+
 int main(void) {
   test_abia_scan();
+  test_abia_scan_balls();
   test_cfa_refusals();
   test_aba_world();
   test_equilibrium();

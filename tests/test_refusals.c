@@ -1,7 +1,9 @@
 // Every refusal names the element and says why; bad states are refused and leave outputs untouched.
 #include <stdlib.h>
 
+#include "auto.h"
 #include "backend.h"
+#include "chain_gen.h"
 #include "mj_chain.h"
 #include "test_util.h"
 
@@ -29,7 +31,40 @@ static void expect_refused(const char* file, const char* const* words) {
   mj_deleteModel(m);
 }
 
+// backend=auto by the model's shape: MuJoCo's dof parents give the chain's shape, and one chain
+// with ball joints is never handed a back end that refuses balls.
+static void auto_by_shape(void) {
+  static const struct { const char* spec; int shape; } models[] = {
+      {"chain:20", CFD_SHAPE_CHAIN},
+      {"chain:20,ball=1", CFD_SHAPE_BALL_CHAIN},
+      {"chain:10,free=1", CFD_SHAPE_BALL_CHAIN},
+      {"chain:20,random=1,seed=3,branch=0.5", CFD_SHAPE_TREE},
+  };
+  char err[1024];
+  for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+    mjModel* m = cfd_load_model(models[k].spec, err, sizeof err);
+    cfd_chain c;
+    EXPECT(m && !cfd_chain_from_model(m, &c, err, sizeof err), "%s: %s", models[k].spec, err);
+    if (!m) continue;
+    EXPECT(cfd_model_shape(m) == models[k].shape && cfd_chain_shape(&c) == models[k].shape,
+           "%s: shape %d from the model, %d from the chain, not %d", models[k].spec,
+           cfd_model_shape(m), cfd_chain_shape(&c), models[k].shape);
+    cfd_chain_free(&c);
+    mj_deleteModel(m);
+  }
+  const int ns[] = {8, 200, 1024, 16384}, Bs[] = {1, 4, 64, 1024, 65536};
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 5; j++)
+      for (int gpu = 0; gpu < 2; gpu++) {
+        const char* p = cfd_auto_pick(ns[i], Bs[j], gpu, CFD_SHAPE_BALL_CHAIN, NULL, 0);
+        EXPECT(!strcmp(p, "cpu.fast") || (gpu && !strcmp(p, "cuda.abia")),
+               "auto on a ball chain n=%d B=%d gpu=%d: %s", ns[i], Bs[j], gpu, p);
+      }
+  printf("auto by shape: checked\n");
+}
+
 int main(void) {
+  auto_by_shape();
   expect_refused("tendon_armature.xml", (const char*[]){"'coupler'", "armature", NULL});
   expect_refused("no_joints.xml", (const char*[]){"no joints", NULL});
   expect_refused("actuator_armature.xml", (const char*[]){"'drive'", "armature", NULL});

@@ -9,8 +9,8 @@
 //     coordinates for short chains (aba_world_lanes.cuh), a warp in blocks of 32 links up to 256
 //     links (aba_world_blocks.cuh), 8 lanes in link frames beyond (aba_lanes.cuh);
 //   - scans over blocks of links, a cluster of thread blocks per instance, for long chains in
-//     small batches (abia_scan.cu);
-//   - on a tree, or with ball joints, a thread per instance: in world coordinates up to
+//     small batches (abia_scan.cu), ball and free joints among them too;
+//   - on a tree, or with ball joints otherwise, a thread per instance: in world coordinates up to
 //     ABIA_WT_MAX_N links (aba_world_tree.h), in link frames beyond (aba_tree.h).
 // Kernels measured and dropped are in bench/variants/.
 #include "aba_core.h"
@@ -299,10 +299,13 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
 // a few states, a warp per block of 32 links (past that the scans' shorter depth wins); long
 // chains in batches up to ABIA_SCAN_MAX_B, the scans over blocks of links; chains up to 256
 // links in batches up to 4096, a warp per instance; any chain in such batches, 8 lanes in link
-// frames; beyond, a thread per instance fills the GPU (world coordinates for short chains).
+// frames; beyond, a thread per instance fills the GPU (world coordinates for short chains). One
+// chain with ball or free joints takes the scans past ABIA_SCAN_FROM_N links up to
+// ABIA_SCAN_MAX_B states, the tree kernels otherwise; a branching tree, the tree kernels.
 // The measurements behind each bound: docs/RESULTS.md, bench/results/LOG.md.
 cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
+  if (g->tree && g->one_chain && n > ABIA_SCAN_FROM_N && B <= ABIA_SCAN_MAX_B) return CFD_ABIA_SCAN;
   if (g->tree) return n <= ABIA_WT_MAX_N ? CFD_ABIA_WORLD_TREE : CFD_ABIA_TREE;
   if (jf && n <= ABIA_WORLD_MAX_N && B <= ABIA_WL_MAX_B) return CFD_ABIA_WORLD_LANES;
   if (jf && n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B)
@@ -317,6 +320,7 @@ cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
 // without joint frames); an unknown number: the rule.
 static cfd_abia_kernel abia_forced(const cfd_gpu* g, int B, int k) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
+  if (g->tree && k == CFD_ABIA_SCAN && g->one_chain) return CFD_ABIA_SCAN;
   if (g->tree) return k == CFD_ABIA_TREE || n > ABIA_WT_MAX_N ? CFD_ABIA_TREE : CFD_ABIA_WORLD_TREE;
   switch (k) {
     case CFD_ABIA_THREAD: case CFD_ABIA_LANES: case CFD_ABIA_SCAN: return (cfd_abia_kernel)k;

@@ -20,6 +20,7 @@ struct cfd_gpu {
   cfd_gpu_algorithm alg;
   int n;
   int tree;            // the chain is not serial (a tree, or ball joints): ABIA's tree kernels
+  int one_chain;       // parent[i] = i - 1 throughout (balls allowed): the scans can take it
   int* tree_plan;      // device: the world tree kernel's plan (cfd_awt_plan: n + 1 entries)
   int tree_slots;      // its slots
   cfd_chain chain;     // the model, device pointers
