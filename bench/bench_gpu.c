@@ -903,7 +903,7 @@ static void multi_gpu(const char* spec, const char* label, int maxB, double budg
 // One long ball-joint chain (tiled past MuJoCo's depth limit): one forward dynamics on one core
 // (cpu.fast) and on the GPU by cuda.abia's rule (the scans past 128 links), then the scans
 // against the thread-per-instance tree kernel in small batches, where the rule draws their line.
-static void ball_chain(int balls, double budget) {
+static void ball_chain(int balls, int maxB, double budget) {
   char spec[128];
   snprintf(spec, sizeof spec, "tile(chain:100,ball=1,armature=0.001):%d balls", balls);
   model_set s;
@@ -915,9 +915,10 @@ static void ball_chain(int balls, double budget) {
   if (gm.ok) emit("trees", spec, n, 1, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
   printf("%-44s %6d dofs: cpu.fast %10.1f us   cuda.abia %10.1f us (kernel %.1f, err %.1e)\n",
          spec, n, tfast, gm.ok ? gm.wall_us : 0, gm.ok ? gm.kernel_us : 0, gm.ok ? gm.err : 0);
-  static const int Bs[] = {1, 16, 64, 256, 1024};
-  for (int k = 0; k < 5 && n > 128; k++) {
-    cfd_gpu_tuning scan = {.abia_kernel = CFD_ABIA_SCAN}, tree = {.abia_kernel = CFD_ABIA_TREE};
+  static const int Bs[] = {1, 16, 64, 256, 1024, 4096, 16384, 65536};
+  for (int k = 0; k < 8 && Bs[k] <= maxB; k++) {
+    cfd_gpu_tuning scan = {.abia_kernel = CFD_ABIA_SCAN};
+    cfd_gpu_tuning tree = {.abia_kernel = n <= 64 ? CFD_ABIA_WORLD_TREE : CFD_ABIA_TREE};
     gpu_meas a = gpu_time_tuned(&s, CFD_GPU_ABIA, Bs[k], budget, &scan);
     gpu_meas b = gpu_time_tuned(&s, CFD_GPU_ABIA, Bs[k], budget, &tree);
     if (a.ok) emit("trees", spec, n, Bs[k], "cuda.abia[scan]", a.wall_us, a.kernel_us, a.err);
@@ -937,10 +938,11 @@ static void trees(int maxB, double budget, int cores) {
   fig3("trees", path, "a Panda-like arm with a two-finger hand", 1, maxB, budget, cores);
   rollouts(path, "a Panda-like arm with a two-finger hand", maxB, cores, budget);
   printf("\n== one long ball-joint chain, time of one forward dynamics ==\n");
-  ball_chain(40, budget);
-  ball_chain(100, budget);
-  ball_chain(300, budget);
-  ball_chain(1000, budget);
+  ball_chain(10, maxB, budget);
+  ball_chain(40, maxB, budget);
+  ball_chain(100, maxB < 4096 ? maxB : 4096, budget);
+  ball_chain(300, maxB < 1024 ? maxB : 1024, budget);
+  ball_chain(1000, maxB < 1024 ? maxB : 1024, budget);
 }
 
 int main(int argc, char** argv) {

@@ -189,7 +189,7 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
       chainfd_rollout_free(r);
       return refuse(err, err_size, "%s", why);
     }
-  for (int j = 0; j < m->njnt; j++) {  // a ball's or free joint's spring, or an actuator on one
+  for (int j = 0; j < m->njnt; j++) {  // an actuator on a ball or free joint
     int t = m->jnt_type[j];
     if (t != mjJNT_BALL && t != mjJNT_FREE) continue;
     int b = m->jnt_bodyid[j];
@@ -198,14 +198,6 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
       snprintf(why, sizeof why, "implicitfast with free body %s alone in its tree: MuJoCo solves "
                "its 6 dofs with their gyroscopic velocity derivative (use Euler)",
                name(m, mjOBJ_BODY, b).s);
-      chainfd_rollout_free(r);
-      return refuse(err, err_size, "%s", why);
-    }
-    if (m->jnt_stiffness[j] != 0 && !off(m, mjDSBL_SPRING)) {
-      char why[512];
-      snprintf(why, sizeof why, "%s joint %s has a spring (stiffness): the rollouts take a ball's or "
-               "free joint's damping, not its quaternion spring", t == mjJNT_BALL ? "ball" : "free",
-               name(m, mjOBJ_JOINT, j).s);
       chainfd_rollout_free(r);
       return refuse(err, err_size, "%s", why);
     }
@@ -258,12 +250,15 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   // joint's position; a ball's or free joint's rotation vector over its three links (the chain's
   // q, which is absolute there: qpos0 0). reset: mj_resetData's qpos0 in those coordinates.
   cfd_chain_q_from_qpos(&r->chain, m->qpos0, reset);
+  // A ball's spring: its stiffness at its first link, its spring orientation's rotation vector
+  // over its three links' springref (cfd_rollout_ball_spring).
   for (int i = 0; i < n; i++) {
-    int j = r->chain.jnt[i], adr = r->chain.qpos[i], screw = r->chain.kind[i] == CFD_LINK_SCREW;
+    int j = r->chain.jnt[i], adr = r->chain.qpos[i], kind = r->chain.kind[i];
     qpos0[i] = r->chain.qpos0[i];
     reset[i] += qpos0[i];
-    stiffness[i] = springs && screw ? m->jnt_stiffness[j] : 0;  // (refused above otherwise)
-    springref[i] = screw ? m->qpos_spring[adr] : 0;
+    stiffness[i] = springs && kind != CFD_LINK_BALL_NEXT ? m->jnt_stiffness[j] : 0;
+    if (kind == CFD_LINK_BALL) cfd_quat_log(m->qpos_spring + adr, springref + i);
+    else if (kind == CFD_LINK_SCREW) springref[i] = m->qpos_spring[adr];
     damping[i] = dampers ? m->dof_damping[i] : 0;
   }
   int actuation = !off(m, mjDSBL_ACTUATION);

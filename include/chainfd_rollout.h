@@ -10,13 +10,14 @@
 // of its quaternion over its three dofs (chainfd_rollout_get_state / set_state convert; for models
 // of hinges and slides x is MuJoCo's qpos and qvel). A rotation vector is kept at angles up to pi:
 // through pi it jumps to the equal rotation on the other side (a cost on it should be on the
-// rotation); its bad-state test (NaN or past 1e10) is on the vector, MuJoCo's on the quaternion. init holds one state (shared_init = 1) or B; ctrl is
-// [B][H][nu]; out receives [B][H+1][2n] (every step, the initial state first) or, with final_only,
-// [B][2n]. Arrays live in host memory (CHAINFD_HOST) or on the rollout's device (CHAINFD_DEVICE).
+// rotation); its bad-state test (NaN or past 1e10) is on the vector, MuJoCo's on the quaternion.
+// init holds one state (shared_init = 1) or B; ctrl is [B][H][nu]; out receives [B][H+1][2n]
+// (every step, the initial state first) or, with final_only, [B][2n]. Arrays live in host memory
+// (CHAINFD_HOST) or on the rollout's device (CHAINFD_DEVICE).
 // Each step has mj_step's semantics for the models accepted: chains and trees of hinges, slides,
-// ball and free joints (no spring or actuator on a ball or free joint; no free body alone in its
-// tree under implicitfast, which MuJoCo solves with its gyroscopic derivative); joint springs and
-// damping (linear); gravity; actuators on joints with fixed or affine gain and none or affine bias
+// ball and free joints (no actuator on a ball or free joint; no free body alone in its tree under
+// implicitfast, which MuJoCo solves with its gyroscopic derivative); joint springs (linear on
+// hinges and slides, MuJoCo's quaternion spring on a ball) and damping; gravity; actuators on joints with fixed or affine gain and none or affine bias
 // (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's
 // timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.

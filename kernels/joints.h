@@ -46,6 +46,14 @@ CFD_HD void cfd_quat_exp(const double r[3], double x[4]) {
   x[0] = cos(h); x[1] = k * r[0]; x[2] = k * r[1]; x[3] = k * r[2];
 }
 
+// The quaternion product ab (w, x, y, z)
+CFD_HD void cfd_quat_mul(const double a[4], const double b[4], double ab[4]) {
+  ab[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
+  ab[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
+  ab[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
+  ab[3] = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
+}
+
 // exp of the twist sum_k S_{i+k} r_k (the three screws of a ball at link i): a rotation by |r|
 // about r through the anchor. The twist [r; a x r] is the screw [r/t; a x r/t] times t = |r|.
 CFD_HD void cfd_ball_exp(const double* screw, const double r[3], double R[9], double p[3]) {

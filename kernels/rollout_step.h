@@ -1,7 +1,8 @@
 // rollout_step.h: one simulation step of one instance, written once for the CPU rollout
 // (core/rollout.c) and the GPU rollout kernel (cuda/rollout.cu), with MuJoCo's semantics for the
 // subset of models a rollout accepts (core/rollout.c refuses the rest):
-//   passive:   -stiffness (qpos - springref) - damping qvel        (joint, plus actuator damping)
+//   passive:   -stiffness (qpos - springref) - damping qvel        (joint, plus actuator damping;
+//              a ball's spring -stiffness log(qpos_spring^-1 quat), as MuJoCo's)
 //   actuators: on joints, one control each (clamped to its range; if any is then NaN or past
 //              mjMAXVAL, a warning and every control zero, as mj_fwdActuation does),
 //              force = gain * ctrl + bias with
@@ -72,11 +73,13 @@ CFD_HD double* cfd_rollout_qvel(double* work, int n, long stride, int lean) {
 }
 
 // Dof i's chain coordinate q = qpos - qpos0, passive force (into tau) and joint-diagonal term.
-CFD_HD void cfd_rollout_passive(const cfd_rollout_params* p, int i, double x, double v, double* q,
-                                double* tau, double* diag) {
+// screw: a hinge's or slide's linear spring; a ball's links take damping here, their spring as
+// one (cfd_rollout_ball_spring).
+CFD_HD void cfd_rollout_passive(const cfd_rollout_params* p, int i, int screw, double x, double v,
+                                double* q, double* tau, double* diag) {
   int implicit = p->integrator == CFD_INT_IMPLICITFAST || p->implicit_damping;
   *q = x - p->qpos0[i];
-  *tau = -p->stiffness[i] * (x - p->springref[i]) - p->damping[i] * v;
+  *tau = (screw ? -p->stiffness[i] * (x - p->springref[i]) : 0) - p->damping[i] * v;
   *diag = implicit ? p->h * p->damping[i] : 0;
 }
 
@@ -141,12 +144,26 @@ CFD_HD void cfd_rollout_ball_step(double* r, const double* w, double h, long str
   double a[4], b[4], ab[4];
   cfd_quat_exp(x, a);
   cfd_quat_exp(y, b);
-  ab[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
-  ab[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
-  ab[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
-  ab[3] = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
+  cfd_quat_mul(a, b, ab);
   cfd_quat_log(ab, x);
   r[0] = x[0]; r[stride] = x[1]; r[2 * stride] = x[2];
+}
+
+// The spring of the ball whose first link is i (MuJoCo's mj_springdamper): the torque
+// -stiffness log(s^-1 x) on its three dofs, x = exp(r) its orientation, s its spring orientation
+// (qpos_spring; springref holds its rotation vector over the three links).
+CFD_HD void cfd_rollout_ball_spring(const cfd_rollout_params* p, int i, const double* qpos,
+                                    double* tau, long stride) {
+  double k = p->stiffness[i];
+  if (k == 0) return;
+  double r[3] = {qpos[i * stride], qpos[(i + 1) * stride], qpos[(i + 2) * stride]};
+  double rs[3] = {-p->springref[i], -p->springref[i + 1], -p->springref[i + 2]};
+  double x[4], sinv[4], d[4], dif[3];
+  cfd_quat_exp(r, x);
+  cfd_quat_exp(rs, sinv);
+  cfd_quat_mul(sinv, x, d);
+  cfd_quat_log(d, dif);
+  for (int j = 0; j < 3; j++) tau[(i + j) * stride] -= k * dif[j];
 }
 
 // Passive and actuator forces and the forward dynamics into qacc, controls ctrl (NULL: all zero,
@@ -161,8 +178,10 @@ CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, 
   double* qpos = qacc + (long)n * stride;
   double* qvel = qpos + (long)n * stride;
   for (int i = 0; i < n; i++)
-    cfd_rollout_passive(p, i, qpos[i * stride], qvel[i * stride], q + i * stride, tau + i * stride,
-                        diag + i * stride);
+    cfd_rollout_passive(p, i, c->kind[i] == CFD_LINK_SCREW, qpos[i * stride], qvel[i * stride],
+                        q + i * stride, tau + i * stride, diag + i * stride);
+  for (int i = 0; i < n; i++)
+    if (c->kind[i] == CFD_LINK_BALL) cfd_rollout_ball_spring(p, i, qpos, tau, stride);
   int bad_ctrl = 0;
   for (int a = 0; ctrl && a < p->nu; a++) bad_ctrl |= cfd_is_bad(cfd_rollout_clamp(p, a, ctrl[a]));
   *warnings += bad_ctrl;

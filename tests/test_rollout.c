@@ -74,11 +74,29 @@ static void plant_bad(int B, int H, int n, int nu, double* init, double* ctrl) {
 
 // B random starts and controls, H steps: chainfd_rollout on device (CHAINFD_CPU: the host)
 // against mj_step, state by state
+// A change to the model after loading in against_mujoco (NULL: none)
+static void (*edit_model)(mjModel* m);
+
+// Every ball's and free joint's spring turned away from the identity: its qpos_spring quaternion
+// a rotation of 0.3 + 0.2 j about a unit axis that varies by joint (its position too for a free
+// joint), so that the spring's reference orientation is not the joint's zero.
+static void turn_ball_springs(mjModel* m) {
+  for (int j = 0; j < m->njnt; j++) {
+    int t = m->jnt_type[j], a = m->jnt_qposadr[j];
+    if (t != mjJNT_BALL && t != mjJNT_FREE) continue;
+    if (t == mjJNT_FREE) m->qpos_spring[a] += 0.1, m->qpos_spring[a + 2] -= 0.05, a += 3;
+    double ax[3] = {1, 0.5 * j, -0.3}, len = sqrt(1 + 0.25 * j * j + 0.09), h = 0.5 * (0.3 + 0.2 * j);
+    m->qpos_spring[a] = cos(h);
+    for (int k = 0; k < 3; k++) m->qpos_spring[a + 1 + k] = sin(h) * ax[k] / len;
+  }
+}
+
 static void against_mujoco_on(const char* spec, int integrator, int B, int H, double tol, int device) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   EXPECT(m != NULL, "%s: %s", spec, err);
   if (!m) return;
+  if (edit_model) edit_model(m);
   m->opt.integrator = integrator;
   int n = m->nv, nu = m->nu;
   chainfd_rollout* r;
@@ -646,6 +664,8 @@ int main(int argc, char** argv) {
                     mjINT_EULER, 7, 16, 0);
     gpu_against_cpu("chain:16,random=1,seed=24,branch=0.3,ball=0.3,free=1,damping=0.1,armature=0.02",
                     mjINT_IMPLICITFAST, 1000, 32, 0);
+    gpu_against_cpu("chain:12,random=1,seed=25,branch=0.3,ball=0.4,free=1,stiffness=1,damping=0.1,"
+                    "armature=0.02", mjINT_EULER, 1000, 32, 0);
     TEST_EXIT();
   }
   // a long chain: rounding grows with its length, within 1e-9 (figures: docs/RESULTS.md)
@@ -675,8 +695,8 @@ int main(int argc, char** argv) {
   bad_states_against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST, 0);
   refused("chain:12,random=1,seed=5,actuators=2", -1, "activation");
   refused(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4, "integrator");
-  // ball and free joints (their rotation vectors stepped as MuJoCo steps the quaternion), damped;
-  // their springs and actuators refused
+  // ball and free joints (their rotation vectors stepped as MuJoCo steps the quaternion), damped,
+  // and sprung (about a turned reference orientation); their actuators refused
   against_mujoco(CHAINFD_TEST_MODELS "/ball.xml", mjINT_EULER, 3, 100, 1e-9);
   against_mujoco("chain:10,ball=1,damping=0.1,armature=0.01", mjINT_EULER, 3, 100, 1e-9);
   against_mujoco("chain:10,ball=1,damping=0.1,armature=0.01", mjINT_IMPLICITFAST, 3, 100, 1e-9);
@@ -684,7 +704,13 @@ int main(int argc, char** argv) {
                  mjINT_EULER, 3, 100, 1e-9);
   against_mujoco("chain:16,random=1,seed=24,branch=0.3,ball=0.3,free=1,damping=0.1,armature=0.02",
                  mjINT_IMPLICITFAST, 3, 100, 1e-9);
-  refused("chain:4,ball=1,stiffness=1", -1, "spring");
+  edit_model = turn_ball_springs;
+  against_mujoco("chain:6,ball=1,stiffness=2,damping=0.05,armature=0.01", mjINT_EULER, 3, 100, 1e-9);
+  against_mujoco("chain:6,ball=1,stiffness=2,damping=0.05,armature=0.01", mjINT_IMPLICITFAST, 3,
+                 100, 1e-9);
+  against_mujoco("chain:12,random=1,seed=25,branch=0.3,ball=0.4,free=1,stiffness=1,damping=0.1,"
+                 "armature=0.02", mjINT_EULER, 3, 100, 1e-9);
+  edit_model = NULL;
   refused("chain:4,ball=1,actuators=1", -1, "acts on ball joint");
   refused(CHAINFD_TEST_MODELS "/free.xml", mjINT_IMPLICITFAST, "alone in its tree");
   against_mujoco(CHAINFD_TEST_MODELS "/free.xml", mjINT_EULER, 3, 100, 1e-9);

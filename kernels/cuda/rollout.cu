@@ -286,7 +286,7 @@ rollout_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   // calls it together (its exchanges and ballots span the warp's four groups).
   auto forward = [&](const double* u_t, bool* bad_ctrl) {
     for (int i = lane; i < n; i += LANES) {  // per link: passive forces and the pose in the parent
-      cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
+      cfd_rollout_passive(&p, i, 1, qpos[i], qvel[i], q + i, tau + i, diag + i);
       cfd_aba_link(&c, i, q[i], 0, NULL, L.R + 9 * i, L.p + 3 * i, NULL, NULL);
     }
     __syncwarp();
@@ -350,7 +350,7 @@ rollout_world_lanes_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   // bad. Every lane of the warp calls it together (its shuffles and ballots span the warp).
   auto forward = [&](const double* u_t, bool* singular, bool* bad_ctrl_out, bool* bad_diag) {
     double q = 0, tau = 0, diag = 0;
-    if (link) cfd_rollout_passive(&p, i, x, v, &q, &tau, &diag);
+    if (link) cfd_rollout_passive(&p, i, 1, x, v, &q, &tau, &diag);
     bool bad_ctrl = false;  // any control bad, over the group (each lane tests its dof's)
     for (int a = first; u_t && a <= last; a++)
       if (p.act_dof[a] == lane) bad_ctrl |= cfd_is_bad(cfd_rollout_clamp(&p, a, u_t[a]));
@@ -429,7 +429,7 @@ rollout_world_blocks_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   // passive and actuator forces (controls u_t, NULL: zero) and the forward dynamics into qacc;
   // whether some pivot was not positive, and (bad_ctrl) some control bad
   auto forward = [&](const double* u_t, bool* bad_ctrl) {
-    for (int i = lane; i < n; i += 32) cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
+    for (int i = lane; i < n; i += 32) cfd_rollout_passive(&p, i, 1, qpos[i], qvel[i], q + i, tau + i, diag + i);
     __syncwarp();
     *bad_ctrl = lanes_actuators<32>(p, lane, distinct, u_t, qpos, qvel, tau, diag);
     __syncwarp();
@@ -509,7 +509,7 @@ __device__ bool scan_forces(const cfd_rollout_params& p, const int* first, const
   for (int a = threadIdx.x; u && a < p.nu; a += blockDim.x) bad |= cfd_is_bad(cfd_rollout_clamp(&p, a, u[a]));
   bool bad_ctrl = __syncthreads_or(bad);
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    cfd_rollout_passive(&p, i, qpos[i], qvel[i], q + i, tau + i, diag + i);
+    cfd_rollout_passive(&p, i, 1, qpos[i], qvel[i], q + i, tau + i, diag + i);
     for (int k = first[i]; k < first[i + 1]; k++)
       cfd_rollout_actuator(&p, acts[k], u, bad_ctrl, qpos, qvel, tau, diag, 1);
   }
