@@ -663,8 +663,10 @@ static void test_trees(int quick) {
         for (size_t i = 0; i < (size_t)B * n; i++) got[i] = NAN;
         int rs = cfd_gpu_fd(g, B, q, qd, tau, e, got, CFD_HOST, err, sizeof err);
         EXPECT(rs == 0, "%s B=%d: %s", trees[t].model, B, err);
-        // one long chain of balls in small batches: the scans; else the tree kernels
-        int kernel = one_chain && n > 128 && B <= 512 ? CFD_ABIA_SCAN
+        // one chain of balls in batches up to 1024 (4096 from 100 links): the scans (abia.cu's
+        // rule); else the tree kernels
+        int scans = one_chain && n >= 30 && (B <= 1024 || (n >= 100 && B <= 4096));
+        int kernel = scans ? CFD_ABIA_SCAN
                      : n <= 64                        ? CFD_ABIA_WORLD_TREE
                                                       : CFD_ABIA_TREE;
         EXPECT(cfd_gpu_abia_ran(g) == kernel, "%s B=%d: kernel %d, not %d", trees[t].model, B,
@@ -703,14 +705,14 @@ static void test_trees(int quick) {
     }
     if (!st) {  // begin holds the states, finish solves them: the same numbers as fd
       // (a split call only on one long chain, through the scans)
-      EXPECT(cfd_gpu_fd_splits(g, 7) == (one_chain && n > 128), "%s: split call %d",
+      EXPECT(cfd_gpu_fd_splits(g, 7) == (one_chain && n >= 30), "%s: split call %d",
              trees[t].model, cfd_gpu_fd_splits(g, 7));
       EXPECT(cfd_gpu_fd(g, 7, q, qd, tau, ex, got, CFD_HOST, err, sizeof err) == 0, "%s", err);
       double* again = malloc(sizeof(double) * 7 * n);
       EXPECT(cfd_gpu_fd_begin(g, 7, q, qd, ex, err, sizeof err) == 0 &&
                  cfd_gpu_fd_finish(g, tau, again, err, sizeof err) == 0, "%s begin/finish: %s",
              trees[t].model, err);
-      if (one_chain && n > 128)  // the scans in two launches: the same steps, to rounding
+      if (one_chain && n >= 30)  // the scans in two launches: the same steps, to rounding
         EXPECT(cfd_rel_err_inf(again, got, 7 * n) <= trees[t].tol / 10,
                "%s: begin/finish differs from fd by %.3e", trees[t].model,
                cfd_rel_err_inf(again, got, 7 * n));

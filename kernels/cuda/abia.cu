@@ -39,6 +39,10 @@
                               // warps cost more than they save)
 #define ABIA_SCAN_FROM_N 128  // the scans, from this length on where the world warps would run
 #define ABIA_SCAN_MAX_B 512   // the scans for chains past ABIA_WB_MAX_N, up to this batch
+#define ABIA_BALL_SCAN_FROM_N 30    // one chain with ball or free joints: the scans from this length
+#define ABIA_BALL_SCAN_MAX_B 1024   // up to this batch (past it the tree kernels),
+#define ABIA_BALL_SCAN_LONG_N 100   // and from this length
+#define ABIA_BALL_SCAN_LONG_MAX_B 4096  // up to this one
 #define ABIA_WT_MAX_N 64      // trees in world coordinates up to this many links (rounding grows
                               // with the tree's extent; link frames past it)
 
@@ -300,12 +304,16 @@ abia_split_kernel(cfd_chain c, int B, const double* in, double* __restrict__ fac
 // chains in batches up to ABIA_SCAN_MAX_B, the scans over blocks of links; chains up to 256
 // links in batches up to 4096, a warp per instance; any chain in such batches, 8 lanes in link
 // frames; beyond, a thread per instance fills the GPU (world coordinates for short chains). One
-// chain with ball or free joints takes the scans past ABIA_SCAN_FROM_N links up to
-// ABIA_SCAN_MAX_B states, the tree kernels otherwise; a branching tree, the tree kernels.
+// chain with ball or free joints takes the scans from ABIA_BALL_SCAN_FROM_N links up to the
+// ABIA_BALL_SCAN_* batches (the tree kernel's thread per instance runs each link in turn: 10 to
+// 100 times slower on one long chain), the tree kernels past them; a branching tree, the tree
+// kernels.
 // The measurements behind each bound: docs/RESULTS.md, bench/results/LOG.md.
 cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) {
   const int n = g->n, jf = g->chain_jf.home_R != NULL;
-  if (g->tree && g->one_chain && n > ABIA_SCAN_FROM_N && B <= ABIA_SCAN_MAX_B) return CFD_ABIA_SCAN;
+  if (g->tree && g->one_chain && n >= ABIA_BALL_SCAN_FROM_N &&
+      (B <= ABIA_BALL_SCAN_MAX_B || (n >= ABIA_BALL_SCAN_LONG_N && B <= ABIA_BALL_SCAN_LONG_MAX_B)))
+    return CFD_ABIA_SCAN;
   if (g->tree) return n <= ABIA_WT_MAX_N ? CFD_ABIA_WORLD_TREE : CFD_ABIA_TREE;
   if (jf && n <= ABIA_WORLD_MAX_N && B <= ABIA_WL_MAX_B) return CFD_ABIA_WORLD_LANES;
   if (jf && n <= ABIA_WB_MAX_N && B <= ABIA_WW_MAX_B)
