@@ -14,6 +14,7 @@
 #include "chainfd.h"
 #include "chain_gen.h"
 #include "commands.h"
+#include "constraint.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
@@ -348,6 +349,75 @@ done:
   return failed;
 }
 
+// --constraints: chainfd's constraint solver (core/constraint.h: M^-1 by cpu.fast's sweeps, the
+// unconstrained qacc by cpu.fast) against MuJoCo's Newton solver at tolerance 1e-14 (1000
+// iterations, 100 line-search iterations) on the same rows, in states where rows are active: the
+// model's keyframes with noise, then random states (hinges over their whole circle reach their
+// limits). qacc relative to its inf-norm; exits 1 past tol.
+static int check_constraints(mjModel* m, int states, unsigned long long seed, double tol) {
+  char err[1024];
+  m->opt.solver = mjSOL_NEWTON;
+  m->opt.tolerance = 1e-14;
+  m->opt.iterations = 1000;
+  m->opt.ls_iterations = 100;
+  if (m->opt.noslip_iterations > 0) {
+    printf("refused: noslip_iterations = %d (chainfd's solver has no noslip pass)\n",
+           (int)m->opt.noslip_iterations);
+    return 1;
+  }
+  cfd_solver* fast = cfd_solver_create(m, "cpu.fast", err, sizeof err);
+  cfd_csolver* cs = fast ? cfd_csolver_create(m, err, sizeof err) : NULL;
+  if (!cs) {
+    printf("refused: %s\n", err);
+    cfd_solver_free(fast);
+    return 1;
+  }
+  int nv = m->nv, nefc_max = 0, iter_max = 0, failed = 0;
+  mjData* d = mj_makeData(m);
+  double* smooth = malloc(sizeof(double) * nv);
+  double* got = malloc(sizeof(double) * nv);
+  double worst = 0, worst_smooth = 0;
+  cfd_rng rng = {seed};
+  cfd_csolve_opt opt = {1e-12, 200};
+  for (int s = 0; s < states && d && smooth && got; s++) {
+    mj_resetData(m, d);
+    if (m->nkey > 0 && s < states / 2) {  // a keyframe, its qpos and qvel with noise
+      mj_resetDataKeyframe(m, d, s % m->nkey);
+      for (int j = 0; j < m->njnt; j++) {
+        if (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE) continue;
+        d->qpos[m->jnt_qposadr[j]] += cfd_rng_uniform(&rng, -0.3, 0.3);
+      }
+      for (int i = 0; i < nv; i++) d->qvel[i] += cfd_rng_uniform(&rng, -0.5, 0.5);
+    } else {
+      cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+    }
+    mj_forward(m, d);
+    if ((int)d->nefc > nefc_max) nefc_max = (int)d->nefc;
+    if (cfd_solver_qacc(fast, m, d, NULL, smooth, err, sizeof err)) {
+      printf("cpu.fast error: %s\n", err);
+      failed = 1;
+      break;
+    }
+    worst_smooth = cfd_worst(worst_smooth, cfd_rel_err_inf(smooth, d->qacc_smooth, nv));
+    cfd_csolve_stats st;
+    if (cfd_csolver_solve(cs, m, d, smooth, &opt, got, NULL, &st, err, sizeof err)) {
+      printf("cpu.fast (constraints) error at state %d (nefc %d): %s\n", s, (int)d->nefc, err);
+      failed = 1;
+      break;
+    }
+    if (st.iterations > iter_max) iter_max = st.iterations;
+    worst = cfd_worst(worst, cfd_rel_err_inf(got, d->qacc, nv));
+  }
+  int pass = !failed && worst <= tol;
+  printf("cpu.fast max_rel_err=%.3e states=%d nefc_max=%d newton_steps_max=%d (qacc_smooth %.1e)%s\n",
+         worst, states, nefc_max, iter_max, worst_smooth, pass ? "" : "  FAIL");
+  free(smooth); free(got);
+  mj_deleteData(d);
+  cfd_csolver_free(cs);
+  cfd_solver_free(fast);
+  return !pass;
+}
+
 int cfd_cmd_check(int argc, char** argv) {
   const char* path = CFD_DEFAULT_SCENE;
   const char* backend = "all";
@@ -357,6 +427,8 @@ int cfd_cmd_check(int argc, char** argv) {
   const char* prog = "chainfd check";
   int steps = 0;             // --steps N: also compare N steps of chainfd_step against mj_step
   double steps_tol = 1e-8;   // their largest |qpos| difference
+  int constraints = 0;       // --constraints: the constraint solver against MuJoCo's (tol 1e-8)
+  int tol_given = 0;
   for (int i = 0; i < argc; i++) {
     const char* a = argv[i];
     int more = i + 1 < argc;
@@ -367,6 +439,9 @@ int cfd_cmd_check(int argc, char** argv) {
       if (cfd_arg_u64(prog, a, argv[++i], &seed)) return 2;
     } else if (!strcmp(a, "--tol") && more) {
       if (cfd_arg_double(prog, a, argv[++i], 0, 1, &tol)) return 2;
+      tol_given = 1;
+    } else if (!strcmp(a, "--constraints")) {
+      constraints = 1;
     } else if (!strcmp(a, "--steps") && more) {
       if (cfd_arg_int(prog, a, argv[++i], 0, 100000000, &steps)) return 2;
     } else if (!strcmp(a, "--steps-tol") && more) {
@@ -382,6 +457,11 @@ int cfd_cmd_check(int argc, char** argv) {
   if (!m) {
     fprintf(stderr, "chainfd: cannot load %s: %s\n", path, err);
     return 1;
+  }
+  if (constraints) {
+    int rc = check_constraints(m, states, seed, tol_given ? tol : 1e-8);
+    mj_deleteModel(m);
+    return rc;
   }
   // what chainfd_step does with the model as written, before constraints are disabled below
   int never_steps = predict_stepper(m) == STEPPER_NEVER;
