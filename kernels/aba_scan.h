@@ -33,8 +33,8 @@
 //
 // Ball and free joints (joints.h): a ball's first link takes the pose of the ball's whole
 // rotation, its later links sit at the identity, so the maps are those of any three links; only
-// their velocity terms differ, taken against the velocity before the ball (cfd_abs_link_c), which
-// a link reads from the ball's earlier links' screws and rates, so a block may begin or end
+// their velocity terms differ, taken against the velocity before the ball (cfd_link_c_local),
+// which a link reads from the ball's earlier links' screws and rates, so a block may begin or end
 // inside a ball where its links' inertia or armature lets it end.
 //
 // Scratch per chain (doubles): CFD_ABS_LINK per link, CFD_ABS_BLOCK per block (the CPU twin's; the
@@ -58,23 +58,6 @@ enum { CFD_ABS_FK = 18, CFD_ABS_RIC = 108, CFD_ABS_AFF = 42 };
 // per block: two buffers of each kind for the scans, and the block's own L (the accelerations'
 // map is its transpose)
 enum { CFD_ABS_BLOCK = 2 * (CFD_ABS_FK + CFD_ABS_RIC + CFD_ABS_AFF) + 36 };
-
-// c_i, link i's velocity-product acceleration, from V_i (its velocity) and the state (joints.h's
-// cfd_link_c): for a ball's second or third link, against the velocity before the ball,
-// V_i - sum_{j = g..i} S_j qd_j (g the ball's first link; the ball's links share one frame), read
-// from the ball's own links, so that a block may start inside a ball.
-CFD_HD void cfd_abs_link_c(const cfd_chain* c, int i, const double V[6], const double* qd,
-                           double ci[6]) {
-  const double* S = c->screw + 6 * i;
-  double Vb[6], Sqd[6];
-  for (int k = 0; k < 6; k++) Vb[k] = V[k], Sqd[k] = S[k] * qd[i];
-  if (c->kind[i] == CFD_LINK_BALL_NEXT)
-    for (int j = i;; j--) {  // back to the ball's first link
-      for (int k = 0; k < 6; k++) Vb[k] -= c->screw[6 * j + k] * qd[j];
-      if (c->kind[j] == CFD_LINK_BALL) break;
-    }
-  cfd_ad(Vb, Sqd, ci);
-}
 
 // Whether a block may end after link i: the link resists motion about its own joint
 // (S^T J S + armature > 0; MuJoCo's multi-joint bodies give massless inner links, which may not).
@@ -375,7 +358,7 @@ CFD_HD int cfd_abs_block_inertias(const cfd_chain* c, int s, int e, const double
     double Vc[6], Sqd[6], JV[6], ci[6], pb[6];
     cfd_twist_to_child(L + ABS_R, L + ABS_P, V, Vc);
     CFD_UNROLL for (int k = 0; k < 6; k++) Sqd[k] = S[k] * qd[i], V[k] = Vc[k] + Sqd[k];
-    cfd_abs_link_c(c, i, V, qd, ci);
+    cfd_link_c_local(c, i, V, qd, ci);
     cfd_mat6_vec(c->inertia + 36 * i, V, JV);
     cfd_neg_adstar(V, JV, pb);
     CFD_UNROLL for (int k = 0; k < 6; k++) L[ABS_C + k] = ci[k], L[ABS_OFF + k] = pb[k];

@@ -110,4 +110,20 @@ CFD_HD void cfd_link_c(const cfd_chain* c, int i, const double Vi[6], double qdi
   }
 }
 
+// The same c_i from link i's own velocity V_i and the rates qd (entry j at qd[j]), without the
+// ball's first link's velocity: for a BALL_NEXT link Vb = V_i - sum_{j = g..i} S_j qd_j (the
+// ball's links share one frame). For sweeps that may start inside a ball (the scans' blocks).
+CFD_HD void cfd_link_c_local(const cfd_chain* c, int i, const double Vi[6], const double* qd,
+                             double ci[6]) {
+  const double* S = c->screw + 6 * i;
+  double Vb[6], Sqd[6];
+  for (int k = 0; k < 6; k++) Vb[k] = Vi[k], Sqd[k] = S[k] * qd[i];
+  if (c->kind[i] == CFD_LINK_BALL_NEXT)
+    for (int j = i;; j--) {  // back to the ball's first link
+      for (int k = 0; k < 6; k++) Vb[k] -= c->screw[6 * j + k] * qd[j];
+      if (c->kind[j] == CFD_LINK_BALL) break;
+    }
+  cfd_ad(Vb, Sqd, ci);
+}
+
 #endif  // CHAINFD_JOINTS_H

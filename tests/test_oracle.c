@@ -373,62 +373,81 @@ static void test_cfa_refusals(void) {
 // block never ends after a massless inner link: the 120-link model has multi-joint bodies), and
 // on tiled random chains of up to 16,384 links, where CFA refuses (test_cfa_refusals) and the
 // scan must stay as accurate as the sequential sweeps (cpu.fast, printed beside it).
-static void test_abia_scan(void) {
+// The chain of spec (an MJCF file or a generated chain), its links repeated to `tile` links when
+// tile > 0 (cfd_chain_tile). 0, or 1 with a failed check.
+static int scan_chain(const char* spec, int tile, cfd_chain* c) {
   char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  cfd_chain base;
+  int ok = m && !cfd_chain_from_model(m, &base, err, sizeof err);
+  EXPECT(ok, "%s: %s", spec, err);
+  if (m) mj_deleteModel(m);
+  if (!ok) return 1;
+  if (!tile) {
+    *c = base;
+    return 0;
+  }
+  ok = !cfd_chain_tile(&base, tile, c);
+  cfd_chain_free(&base);
+  EXPECT(ok, "%s tiled to %d links: out of memory", spec, tile);
+  return !ok;
+}
+
+// The scan twin on c against the reference, one random state (q uniform in +-qmax; a ball's
+// three: a rotation vector) with joint-diagonal terms, blocks of L[0..3] links (cpu.fast's error
+// printed beside it when fast). 1e-11 up to 200 links, then growing linearly with the chain, as
+// its rounding does (still tighter than cpu.fast's error on the longest chains; figures:
+// docs/RESULTS.md).
+static void scan_against_reference(const cfd_chain* c, const char* label, const int L[4],
+                                   double qmax, unsigned seed, int fast) {
+  int n = c->n;
+  double* v = malloc(sizeof(double) * 6 * n);
+  size_t ws = cfd_abia_scan_work_size(n) > cfd_fast_work_size(n) ? cfd_abia_scan_work_size(n)
+                                                                  : cfd_fast_work_size(n);
+  double* w = malloc(sizeof(double) * ws);
+  EXPECT(v && w, "%d links: out of memory", n);
+  if (v && w) {
+    double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
+    cfd_rng rng = {seed};
+    for (int i = 0; i < n; i++) {
+      q[i] = cfd_rng_uniform(&rng, -qmax, qmax);
+      qd[i] = cfd_rng_uniform(&rng, -2, 2);
+      tau[i] = cfd_rng_uniform(&rng, -1, 1);
+      extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
+    }
+    cfd_fd_reference(c, q, qd, tau, extra, ref);
+    int st = 0;
+    double worst = 0;
+    printf("abia scan, %s (%d links):", label, n);
+    if (fast) {
+      st |= cfd_fd_fast_cpu(c, q, qd, tau, extra, x, w);
+      printf(" cpu.fast %.2e,", cfd_rel_err_inf(x, ref, n));
+    }
+    printf(" blocks of");
+    for (int j = 0; j < 4; j++) {
+      st |= cfd_fd_abia_scan_cpu(c, L[j], q, qd, tau, extra, x, w);
+      double e = cfd_rel_err_inf(x, ref, n);
+      printf(" %d: %.2e", L[j], e);
+      worst = cfd_worst(worst, e);
+    }
+    printf("\n");
+    double bound = n <= 200 ? 1e-11 : 1e-11 * n / 200;
+    EXPECT(st == 0 && worst <= bound, "abia scan, %s, %d links: status %d, error %.2e (bound %.1e)",
+           label, n, st, worst, bound);
+  }
+  free(v);
+  free(w);
+}
+
+static void test_abia_scan(void) {
   size_t nm = sizeof(models) / sizeof(models[0]);
-  const int blocks[4] = {1, 2, 5, 32};
+  const int blocks[4] = {1, 2, 5, 32}, tiled_blocks[4] = {8, 32, 128, 512};
   for (size_t k = 0; k < nm + 3; k++) {
     int tiled = k >= nm ? 1024 << (2 * (int)(k - nm)) : 0;  // 1024, 4096, 16384
-    mjModel* m = cfd_load_model(tiled ? "chain:1000,random=1,seed=1,armature=0.01" : models[k],
-                                err, sizeof err);
-    cfd_chain base, c;
-    int ok = m && !cfd_chain_from_model(m, &base, err, sizeof err);
-    EXPECT(ok, "%s: %s", tiled ? "chain:1000" : models[k], err);
-    if (m) mj_deleteModel(m);
-    if (!ok) continue;
-    if (tiled) {
-      ok = !cfd_chain_tile(&base, tiled, &c);
-      cfd_chain_free(&base);
-      EXPECT(ok, "%d links: out of memory", tiled);
-      if (!ok) continue;
-    } else {
-      c = base;
-    }
-    int n = c.n;
-    double* v = malloc(sizeof(double) * 6 * n);
-    size_t ws = cfd_abia_scan_work_size(n) > cfd_fast_work_size(n) ? cfd_abia_scan_work_size(n)
-                                                                    : cfd_fast_work_size(n);
-    double* w = malloc(sizeof(double) * ws);
-    EXPECT(v && w, "%d links: out of memory", n);
-    if (v && w) {
-      double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
-      cfd_rng rng = {99 + (unsigned)k};
-      for (int i = 0; i < n; i++) {
-        q[i] = cfd_rng_uniform(&rng, -3.14, 3.14);
-        qd[i] = cfd_rng_uniform(&rng, -2, 2);
-        tau[i] = cfd_rng_uniform(&rng, -1, 1);
-        extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
-      }
-      cfd_fd_reference(&c, q, qd, tau, extra, ref);
-      int st = cfd_fd_fast_cpu(&c, q, qd, tau, extra, x, w);
-      double fast = cfd_rel_err_inf(x, ref, n), worst = 0;
-      printf("abia scan, %s (%d links): cpu.fast %.2e, blocks of", tiled ? "tiled" : models[k], n, fast);
-      for (int j = 0; j < 4; j++) {
-        int L = tiled ? 8 << (2 * j) : blocks[j];  // tiled: 8, 32, 128, 512
-        st |= cfd_fd_abia_scan_cpu(&c, L, q, qd, tau, extra, x, w);
-        double e = cfd_rel_err_inf(x, ref, n);
-        printf(" %d: %.2e", L, e);
-        worst = cfd_worst(worst, e);
-      }
-      printf("\n");
-      // 1e-11 up to 200 links, then growing linearly with the chain, as its rounding does (still
-      // tighter than cpu.fast's error on the longest chains; figures: docs/RESULTS.md)
-      double bound = n <= 200 ? 1e-11 : 1e-11 * n / 200;
-      EXPECT(st == 0 && worst <= bound, "abia scan, %d links: status %d, error %.2e (bound %.1e)",
-             n, st, worst, bound);
-    }
-    free(v);
-    free(w);
+    cfd_chain c;
+    if (scan_chain(tiled ? "chain:1000,random=1,seed=1,armature=0.01" : models[k], tiled, &c)) continue;
+    scan_against_reference(&c, tiled ? "tiled" : models[k], tiled ? tiled_blocks : blocks, 3.14,
+                           99 + (unsigned)k, 1);
     cfd_chain_free(&c);
   }
 }
@@ -444,59 +463,17 @@ static void test_abia_scan_balls(void) {
       "chain:30,random=1,seed=22,free=1,ball=0.3,armature=0.02",      // a floating snake
       "chain:100,ball=1,armature=0.001",                              // tiled to 1000 balls below
   };
-  const int blocks[4] = {1, 2, 5, 32};
-  char err[1024];
+  const int blocks[4] = {1, 2, 5, 32}, tiled_blocks[4] = {8, 32, 128, 512};
   for (size_t k = 0; k < sizeof(specs) / sizeof(specs[0]); k++) {
     int tiled = k == 3 ? 3000 : 0;
-    mjModel* m = cfd_load_model(specs[k], err, sizeof err);
-    cfd_chain base, c;
-    int ok = m && !cfd_chain_from_model(m, &base, err, sizeof err);
-    EXPECT(ok, "%s: %s", specs[k], err);
-    if (m) mj_deleteModel(m);
-    if (!ok) continue;
-    if (tiled) {
-      ok = !cfd_chain_tile(&base, tiled, &c);
-      cfd_chain_free(&base);
-      EXPECT(ok, "%s tiled to %d links failed", specs[k], tiled);
-      if (!ok) continue;
-    } else {
-      c = base;
-    }
-    int n = c.n, balls = 0, one_chain = 1;
-    for (int i = 0; i < n; i++) balls += c.kind[i] == CFD_LINK_BALL, one_chain &= c.parent[i] == i - 1;
-    EXPECT(balls > 0 && one_chain, "%s: %d balls, one chain %d (the test needs both)", specs[k],
-           balls, one_chain);
-    double* v = malloc(sizeof(double) * 6 * n);
-    size_t ws = cfd_abia_scan_work_size(n);
-    double* w = malloc(sizeof(double) * ws);
-    EXPECT(v && w, "%d links: out of memory", n);
-    if (v && w) {
-      double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
-      cfd_rng rng = {7 + (unsigned)k};
-      for (int i = 0; i < n; i++) {
-        q[i] = cfd_rng_uniform(&rng, -1.5, 1.5);  // (a ball's three: a rotation vector)
-        qd[i] = cfd_rng_uniform(&rng, -2, 2);
-        tau[i] = cfd_rng_uniform(&rng, -1, 1);
-        extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
-      }
-      cfd_fd_reference(&c, q, qd, tau, extra, ref);
-      double worst = 0;
-      int st = 0;
-      printf("abia scan, %s (%d links, %d balls): blocks of", specs[k], n, balls);
-      for (int j = 0; j < 4; j++) {
-        int L = tiled ? 8 << (2 * j) : blocks[j];
-        st |= cfd_fd_abia_scan_cpu(&c, L, q, qd, tau, extra, x, w);
-        double e = cfd_rel_err_inf(x, ref, n);
-        printf(" %d: %.2e", L, e);
-        worst = cfd_worst(worst, e);
-      }
-      printf("\n");
-      double bound = n <= 200 ? 1e-11 : 1e-11 * n / 200;
-      EXPECT(st == 0 && worst <= bound, "abia scan, %s: status %d, error %.2e (bound %.1e)",
-             specs[k], st, worst, bound);
-    }
-    free(v);
-    free(w);
+    cfd_chain c;
+    if (scan_chain(specs[k], tiled, &c)) continue;
+    int balls = 0;
+    for (int i = 0; i < c.n; i++) balls += c.kind[i] == CFD_LINK_BALL;
+    EXPECT(balls > 0 && cfd_chain_shape(&c) == CFD_SHAPE_BALL_CHAIN,
+           "%s: %d balls, shape %d (the test needs one chain with balls)", specs[k], balls,
+           cfd_chain_shape(&c));
+    scan_against_reference(&c, specs[k], tiled ? tiled_blocks : blocks, 1.5, 7 + (unsigned)k, 0);
     cfd_chain_free(&c);
   }
 }

@@ -207,7 +207,7 @@ __device__ int abs_lanes_inertias(const cfd_chain& c, int s, int len, int j, con
       double Vc[6], JV[6];
       cfd_twist_to_child(cu, cu + 9, V, Vc);
       for (int k = 0; k < 6; k++) V[k] = Vc[k] + cu[12 + k];
-      if (c.kind[i] == CFD_LINK_BALL_NEXT) cfd_abs_link_c(&c, i, V, qd, L + ABS_C);
+      if (c.kind[i] == CFD_LINK_BALL_NEXT) cfd_link_c_local(&c, i, V, qd, L + ABS_C);
       else cfd_ad(V, cu + 12, L + ABS_C);
       cfd_mat6_vec(c.inertia + 36 * i, V, JV);
       cfd_neg_adstar(V, JV, L + ABS_OFF);

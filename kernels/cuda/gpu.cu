@@ -258,8 +258,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   g->alg = alg;
   g->n = n;
   g->tree = tree;
-  g->one_chain = 1;
-  for (int i = 0; i < n; i++) g->one_chain &= c->parent[i] == i - 1;
+  g->one_chain = cfd_chain_shape(c) != CFD_SHAPE_TREE;
   cudaError_t e = cudaSetDevice(device);
   if (!e) e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
   if (!e) e = cudaEventCreate(&g->start);
