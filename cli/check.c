@@ -373,6 +373,7 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
     return 1;
   }
   int nv = m->nv, nefc_max = 0, iter_max = 0, failed = 0;
+  int body_max = 0, dof_max = 0, coupled_max = 0;
   mjData* d = mj_makeData(m);
   double* smooth = malloc(sizeof(double) * nv);
   double* got = malloc(sizeof(double) * nv);
@@ -400,17 +401,23 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
     }
     worst_smooth = cfd_worst(worst_smooth, cfd_rel_err_inf(smooth, d->qacc_smooth, nv));
     cfd_csolve_stats st;
-    if (cfd_csolver_solve(cs, m, d, smooth, &opt, got, NULL, &st, err, sizeof err)) {
+    cfd_csolve_out out = {got, NULL, NULL, NULL, NULL, 0};
+    if (cfd_csolver_solve(cs, m, d, smooth, &opt, &out, &st, err, sizeof err)) {
       printf("cpu.fast (constraints) error at state %d (nefc %d): %s\n", s, (int)d->nefc, err);
       failed = 1;
       break;
     }
     if (st.iterations > iter_max) iter_max = st.iterations;
+    if (st.rows_body > body_max) body_max = st.rows_body;
+    if (st.rows_dof > dof_max) dof_max = st.rows_dof;
+    if (st.rows_coupled > coupled_max) coupled_max = st.rows_coupled;
     worst = cfd_worst(worst, cfd_rel_err_inf(got, d->qacc, nv));
   }
   int pass = !failed && worst <= tol;
   printf("cpu.fast max_rel_err=%.3e states=%d nefc_max=%d newton_steps_max=%d (qacc_smooth %.1e)%s\n",
          worst, states, nefc_max, iter_max, worst_smooth, pass ? "" : "  FAIL");
+  printf("  (information) rows solved through body inertias <= %d, joint diagonals <= %d, "
+         "Woodbury <= %d a state\n", body_max, dof_max, coupled_max);
   free(smooth); free(got);
   mj_deleteData(d);
   cfd_csolver_free(cs);

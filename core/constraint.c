@@ -6,30 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aba_tree.h"
 #include "cfd_math.h"
 #include "chain.h"
 #include "mj_chain.h"
 
+// How a row enters the Hessian (constraint.h): through a body's inertia, a joint's diagonal, or
+// the Woodbury identity
+enum { ROW_COUPLED = 0, ROW_BODY = 1, ROW_DOF = 2 };
+
 struct cfd_csolver {
-  cfd_chain chain;     // m's chain with gravity zero: its forward dynamics at qd = 0 is M^-1 tau
-  double* fast_work;   // cpu.fast's prepared form of it and scratch
+  cfd_chain chain;     // m's chain with gravity zero: its inverse dynamics at qd = 0 is M a
+  cfd_chain aug;       // the chain's arrays but the inertias, which are H0's (constraint.h)
+  int n, nbody;
+  int* body_link;      // nbody: the link whose frame is the body's weld root's; -1 on the world
+  double* tree_work;   // aba_tree.h's scratch
   double* id_work;
-  int n;
-  // per solve, grown to the rows' count
+  double* pose;        // n x 12: each link's (R, p) in its parent at this solve's q
+  double* link6;       // n x 6: link accelerations, or wrenches
+  double* vec;         // 10 n
+  // per row, grown to the rows' count
   int cap;
-  double *J, *Y, *A, *S;  // k x n, k x n, k x k, k x k
-  double* rows;           // k x 6: x, f, Jd, and scratch
-  int *zone, *prev, *act;
-  double* breaks;         // 2k
-  double* vec;            // 8 n
+  int *kind, *link, *zone, *prev;
+  double *w;           // k x 6: a body row's wrench in its link's frame; a dof row's coefficient
+  double *rows;        // k x 6: x, f, Jd, ref and scratch
+  double* breaks;      // 2k
+  // the coupled rows, grown to their count
+  int ccap;
+  int *cidx, *cact;    // the rows' indices; the active ones among them
+  double *J, *Y, *S, *cz;  // kc x n, kc x n, kc x kc, 2 kc
 };
 
 void cfd_csolver_free(cfd_csolver* cs) {
   if (!cs) return;
+  free(cs->aug.inertia);
   cfd_chain_free(&cs->chain);
-  free(cs->fast_work); free(cs->id_work);
-  free(cs->J); free(cs->Y); free(cs->A); free(cs->S); free(cs->rows);
-  free(cs->zone); free(cs->prev); free(cs->act); free(cs->breaks); free(cs->vec);
+  free(cs->body_link); free(cs->tree_work); free(cs->id_work); free(cs->pose); free(cs->link6);
+  free(cs->vec);
+  free(cs->kind); free(cs->link); free(cs->zone); free(cs->prev); free(cs->w); free(cs->rows);
+  free(cs->breaks);
+  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->Y); free(cs->S); free(cs->cz);
   free(cs);
 }
 
@@ -39,53 +55,81 @@ cfd_csolver* cfd_csolver_create(const mjModel* m, char* err, int err_size) {
   if (cfd_chain_from_model(m, &cs->chain, err, err_size)) { free(cs); return NULL; }
   int n = cs->n = cs->chain.n;
   for (int k = 0; k < 3; k++) cs->chain.gravity[k] = 0;
-  cs->fast_work = malloc(sizeof(double) * cfd_fast_work_size(n));
+  cs->aug = cs->chain;
+  cs->aug.inertia = malloc(sizeof(double) * 36 * (size_t)n);
+  cs->nbody = (int)m->nbody;
+  cs->body_link = malloc(sizeof(int) * (size_t)m->nbody);
+  cs->tree_work = malloc(sizeof(double) * CFD_ABA_TREE_LINK_DOUBLES * (size_t)n);
   cs->id_work = malloc(sizeof(double) * cfd_id_work_size(n));
-  cs->vec = malloc(sizeof(double) * 8 * (size_t)n);
-  if (!cs->fast_work || !cs->id_work || !cs->vec) {
+  cs->pose = malloc(sizeof(double) * 12 * (size_t)n);
+  cs->link6 = malloc(sizeof(double) * 6 * (size_t)n);
+  cs->vec = malloc(sizeof(double) * 10 * (size_t)n);
+  if (!cs->aug.inertia || !cs->body_link || !cs->tree_work || !cs->id_work || !cs->pose ||
+      !cs->link6 || !cs->vec) {
     snprintf(err, err_size, "out of memory for a chain of %d links", n);
     cfd_csolver_free(cs);
     return NULL;
   }
-  cfd_fast_prepare(&cs->chain, cs->fast_work);  // (nonzero: the solves take the tree sweeps)
+  // a body's frame is that of the last link made from it (its joints' links end there)
+  for (int b = 0; b < m->nbody; b++) cs->body_link[b] = -1;
+  for (int i = 0; i < n; i++)
+    if (cs->chain.body[i] >= 0) cs->body_link[cs->chain.body[i]] = i;
   return cs;
 }
 
 static int grow(cfd_csolver* cs, int k) {
   if (k <= cs->cap) return 0;
-  size_t n = (size_t)cs->n, kk = (size_t)k;
-  free(cs->J); free(cs->Y); free(cs->A); free(cs->S); free(cs->rows);
-  free(cs->zone); free(cs->prev); free(cs->act); free(cs->breaks);
-  cs->J = malloc(sizeof(double) * kk * n);
-  cs->Y = malloc(sizeof(double) * kk * n);
-  cs->A = malloc(sizeof(double) * kk * kk);
-  cs->S = malloc(sizeof(double) * kk * kk);
-  cs->rows = malloc(sizeof(double) * 6 * kk);
+  size_t kk = (size_t)k;
+  free(cs->kind); free(cs->link); free(cs->zone); free(cs->prev); free(cs->w); free(cs->rows);
+  free(cs->breaks);
+  cs->kind = malloc(sizeof(int) * kk);
+  cs->link = malloc(sizeof(int) * kk);
   cs->zone = malloc(sizeof(int) * kk);
   cs->prev = malloc(sizeof(int) * kk);
-  cs->act = malloc(sizeof(int) * kk);
+  cs->w = malloc(sizeof(double) * 6 * kk);
+  cs->rows = malloc(sizeof(double) * 6 * kk);
   cs->breaks = malloc(sizeof(double) * 2 * kk);
-  cs->cap = cs->J && cs->Y && cs->A && cs->S && cs->rows && cs->zone && cs->prev && cs->act &&
-                    cs->breaks ? k : 0;
+  cs->cap = cs->kind && cs->link && cs->zone && cs->prev && cs->w && cs->rows && cs->breaks ? k : 0;
   return cs->cap ? 0 : 1;
 }
 
-// A row's zone at x = J_i a - aref_i, and its force -s'(x) (constraint.h's s_i)
+static int grow_coupled(cfd_csolver* cs, int kc) {
+  if (kc <= cs->ccap) return 0;
+  size_t n = (size_t)cs->n, kk = (size_t)kc;
+  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->Y); free(cs->S); free(cs->cz);
+  cs->cidx = malloc(sizeof(int) * kk);
+  cs->cact = malloc(sizeof(int) * kk);
+  cs->J = malloc(sizeof(double) * kk * n);
+  cs->Y = malloc(sizeof(double) * kk * n);
+  cs->S = malloc(sizeof(double) * kk * kk);
+  cs->cz = malloc(sizeof(double) * 2 * kk);
+  cs->ccap = cs->cidx && cs->cact && cs->J && cs->Y && cs->S && cs->cz ? kc : 0;
+  return cs->ccap ? 0 : 1;
+}
+
+// --- the rows' cost ------------------------------------------------------------------------------
+
+// A row's zone at x = J_i a - aref_i, its force -s'(x) and its cost s(x) (constraint.h's s_i)
 enum { Z_FREE = mjCNSTRSTATE_SATISFIED, Z_QUAD = mjCNSTRSTATE_QUADRATIC,
        Z_NEG = mjCNSTRSTATE_LINEARNEG, Z_POS = mjCNSTRSTATE_LINEARPOS };
 
+static int is_friction(int type) {
+  return type == mjCNSTR_FRICTION_DOF || type == mjCNSTR_FRICTION_TENDON;
+}
+
 static int row_zone(int type, double x, double R, double fl) {
-  switch (type) {
-    case mjCNSTR_EQUALITY: return Z_QUAD;
-    case mjCNSTR_FRICTION_DOF:
-    case mjCNSTR_FRICTION_TENDON:
-      return x <= -R * fl ? Z_NEG : x >= R * fl ? Z_POS : Z_QUAD;
-    default: return x < 0 ? Z_QUAD : Z_FREE;  // limits, frictionless and pyramidal contacts
-  }
+  if (type == mjCNSTR_EQUALITY) return Z_QUAD;
+  if (is_friction(type)) return x <= -R * fl ? Z_NEG : x >= R * fl ? Z_POS : Z_QUAD;
+  return x < 0 ? Z_QUAD : Z_FREE;  // limits, frictionless and pyramidal contacts
 }
 
 static double row_force(int zone, double x, double D, double fl) {
   return zone == Z_QUAD ? -D * x : zone == Z_NEG ? fl : zone == Z_POS ? -fl : 0;
+}
+
+static double row_cost(int zone, double x, double D, double R, double fl) {
+  return zone == Z_QUAD ? 0.5 * D * x * x
+         : zone == Z_FREE ? 0 : fl * fabs(x) - 0.5 * R * fl * fl;
 }
 
 static double dot(const double* a, const double* b, int n) {
@@ -93,6 +137,184 @@ static double dot(const double* a, const double* b, int n) {
   for (int i = 0; i < n; i++) s += a[i] * b[i];
   return s;
 }
+
+// --- sweeps over the tree --------------------------------------------------------------------------
+
+// A (n x 6): each link's spatial acceleration (its frame) from the joint accelerations a, no
+// velocity terms: A_i = Ad A_parent + S_i a_i. Then J_i a = w_i . A_link for a body row.
+static void link_accelerations(const cfd_csolver* cs, const double* a, double* A) {
+  const cfd_chain* c = &cs->chain;
+  for (int i = 0; i < cs->n; i++) {
+    int par = c->parent[i];
+    double* Ai = A + 6 * i;
+    const double* S = c->screw + 6 * i;
+    if (par < 0)
+      for (int k = 0; k < 6; k++) Ai[k] = 0;
+    else
+      cfd_twist_to_child(cs->pose + 12 * i, cs->pose + 12 * i + 9, A + 6 * par, Ai);
+    for (int k = 0; k < 6; k++) Ai[k] += S[k] * a[i];
+  }
+}
+
+// tau += J^T of the links' wrenches F (n x 6, each in its link's frame; consumed): the wrenches
+// gathered towards the root, each joint taking its screw's share
+static void joint_forces(const cfd_csolver* cs, double* F, double* tau) {
+  const cfd_chain* c = &cs->chain;
+  for (int i = cs->n - 1; i >= 0; i--) {
+    tau[i] += cfd_dot6(c->screw + 6 * i, F + 6 * i);
+    int par = c->parent[i];
+    if (par < 0) continue;
+    double Fp[6];
+    cfd_wrench_to_parent(cs->pose + 12 * i, cs->pose + 12 * i + 9, F + 6 * i, Fp);
+    for (int k = 0; k < 6; k++) F[6 * par + k] += Fp[k];
+  }
+}
+
+// --- the rows' kinds -------------------------------------------------------------------------------
+
+// Row i of a contact of one moving body with the world, as MuJoCo builds it
+// (mj_instantiateContact): in the contact frame (normal n, tangents t1, t2), the rows of
+// J_contact = frame * (J(geom 2's body) - J(geom 1's body)) at the contact point, translation
+// then rotation; frictionless: the normal; pyramidal, pair k = 1 .. dim-1: normal +- mu_k row k.
+// Returns 0 with w the row's wrench in the body's frame, 1 when the row is not of that kind.
+static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjData* d, int i,
+                              int* link, double w[6]) {
+  int type = d->efc_type[i];
+  if (type != mjCNSTR_CONTACT_FRICTIONLESS && type != mjCNSTR_CONTACT_PYRAMIDAL) return 1;
+  const mjContact* con = d->contact + d->efc_id[i];
+  if (con->geom[0] < 0 || con->geom[1] < 0) return 1;  // a flex
+  int b0 = m->body_weldid[m->geom_bodyid[con->geom[0]]];
+  int b1 = m->body_weldid[m->geom_bodyid[con->geom[1]]];
+  if (b0 >= cs->nbody || b1 >= cs->nbody) return 1;
+  int l0 = cs->body_link[b0], l1 = cs->body_link[b1];
+  if ((l0 >= 0) == (l1 >= 0)) return 1;  // two moving bodies (or none)
+  int b = l1 >= 0 ? b1 : b0;
+  double sign = l1 >= 0 ? 1 : -1;
+  const double* fr = con->frame;
+  double u[3] = {fr[0], fr[1], fr[2]}, rot[3] = {0, 0, 0};
+  if (type == mjCNSTR_CONTACT_PYRAMIDAL) {
+    int r = i - con->efc_address, k = r / 2 + 1;
+    if (r < 0 || k >= con->dim) return 1;
+    double mu = con->friction[k - 1] * (r % 2 ? -1 : 1);
+    const double* e = fr + 3 * (k <= 2 ? k : k - 3);
+    for (int a = 0; a < 3; a++) {
+      if (k <= 2) u[a] += mu * e[a];
+      else rot[a] = mu * e[a];
+    }
+  }
+  // u . (v_o + w x (p - x)) + rot . w, with v_o and w the body's (world components): the wrench
+  // (torque (p - x) x u + rot, force u) in the body's frame
+  const double* R = d->xmat + 9 * b;
+  double arm[3], t[3];
+  for (int a = 0; a < 3; a++) arm[a] = con->pos[a] - d->xpos[3 * b + a];
+  cfd_cross(arm, u, t);
+  for (int a = 0; a < 3; a++) t[a] += rot[a];
+  for (int a = 0; a < 3; a++) {
+    w[a] = sign * (R[a] * t[0] + R[3 + a] * t[1] + R[6 + a] * t[2]);
+    w[3 + a] = sign * (R[a] * u[0] + R[3 + a] * u[1] + R[6 + a] * u[2]);
+  }
+  *link = cs->body_link[b];
+  return 0;
+}
+
+// Sorts the rows into body, dof and coupled rows (constraint.h); body rows are checked against
+// efc_J on a fixed pseudo-random vector, and one that does not match becomes coupled. The
+// coupled rows' J is expanded dense. Returns the number of coupled rows, or -1 out of memory.
+static int classify(cfd_csolver* cs, const mjModel* m, const mjData* d, int k, double* probe,
+                    double* ref, cfd_csolve_stats* st) {
+  int n = cs->n, sparse = mj_isSparse(m), kc = 0;
+  for (int i = 0; i < k; i++) {
+    int nnz = 0, j = -1;
+    double cj = 0;
+    if (sparse) {
+      int adr = d->efc_J_rowadr[i];
+      for (int t = 0; t < d->efc_J_rownnz[i]; t++)
+        if (d->efc_J[adr + t] != 0) nnz++, j = d->efc_J_colind[adr + t], cj = d->efc_J[adr + t];
+    } else {
+      const double* Ji = d->efc_J + (size_t)i * n;
+      for (int t = 0; t < n; t++)
+        if (Ji[t] != 0) nnz++, j = t, cj = Ji[t];
+    }
+    if (nnz == 1) {
+      cs->kind[i] = ROW_DOF;
+      cs->link[i] = j;
+      cs->w[6 * i] = cj;
+    } else if (!contact_row_wrench(cs, m, d, i, cs->link + i, cs->w + 6 * i)) {
+      cs->kind[i] = ROW_BODY;
+    } else {
+      cs->kind[i] = ROW_COUPLED;
+    }
+  }
+  // the check: J probe both ways, to a tolerance far above rounding and far below a wrong row
+  unsigned long long s = 0x9E3779B97F4A7C15ull;
+  for (int j = 0; j < n; j++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    probe[j] = (double)(s >> 11) / 9007199254740992.0 * 2 - 1;
+  }
+  mj_mulJacVec(m, d, ref, probe);
+  link_accelerations(cs, probe, cs->link6);
+  for (int i = 0; i < k; i++) {
+    if (cs->kind[i] != ROW_BODY) continue;
+    const double* w = cs->w + 6 * i;
+    const double* A = cs->link6 + 6 * cs->link[i];
+    double got = cfd_dot6(w, A), size = sqrt(cfd_dot6(w, w) * cfd_dot6(A, A)) + fabs(ref[i]);
+    if (!(fabs(got - ref[i]) <= 1e-9 * size)) cs->kind[i] = ROW_COUPLED;
+  }
+  st->rows_body = st->rows_dof = 0;
+  for (int i = 0; i < k; i++) {
+    st->rows_body += cs->kind[i] == ROW_BODY;
+    st->rows_dof += cs->kind[i] == ROW_DOF;
+    kc += cs->kind[i] == ROW_COUPLED;
+  }
+  st->rows_coupled = kc;
+  if (grow_coupled(cs, kc)) return -1;
+  kc = 0;
+  for (int i = 0; i < k; i++) {
+    if (cs->kind[i] != ROW_COUPLED) continue;
+    double* Ji = cs->J + (size_t)kc * n;
+    if (sparse) {
+      for (int j = 0; j < n; j++) Ji[j] = 0;
+      int adr = d->efc_J_rowadr[i];
+      for (int t = 0; t < d->efc_J_rownnz[i]; t++) Ji[d->efc_J_colind[adr + t]] = d->efc_J[adr + t];
+    } else {
+      memcpy(Ji, d->efc_J + (size_t)i * n, sizeof(double) * n);
+    }
+    cs->cidx[kc++] = i;
+  }
+  return kc;
+}
+
+// Jv (k) = J v for every row; A (n x 6) scratch
+static void rows_times(const cfd_csolver* cs, int k, int kc, const double* v, double* Jv) {
+  link_accelerations(cs, v, cs->link6);
+  for (int i = 0; i < k; i++) {
+    if (cs->kind[i] == ROW_BODY) Jv[i] = cfd_dot6(cs->w + 6 * i, cs->link6 + 6 * cs->link[i]);
+    else if (cs->kind[i] == ROW_DOF) Jv[i] = cs->w[6 * i] * v[cs->link[i]];
+  }
+  for (int c = 0; c < kc; c++) Jv[cs->cidx[c]] = dot(cs->J + (size_t)c * cs->n, v, cs->n);
+}
+
+// out = J^T f
+static void rows_transpose_times(cfd_csolver* cs, int k, int kc, const double* f, double* out) {
+  int n = cs->n;
+  for (int j = 0; j < n; j++) out[j] = 0;
+  for (int j = 0; j < 6 * n; j++) cs->link6[j] = 0;
+  for (int i = 0; i < k; i++) {
+    if (f[i] == 0) continue;
+    if (cs->kind[i] == ROW_BODY)
+      for (int a = 0; a < 6; a++) cs->link6[6 * cs->link[i] + a] += cs->w[6 * i + a] * f[i];
+    else if (cs->kind[i] == ROW_DOF)
+      out[cs->link[i]] += cs->w[6 * i] * f[i];
+  }
+  joint_forces(cs, cs->link6, out);
+  for (int c = 0; c < kc; c++) {
+    double fc = f[cs->cidx[c]];
+    if (fc != 0)
+      for (int j = 0; j < n; j++) out[j] += cs->J[(size_t)c * n + j] * fc;
+  }
+}
+
+// --- the line search ---------------------------------------------------------------------------
 
 // phi'(alpha) along the direction: dMe + alpha dMd - sum_i Jd_i f_i(x_i + alpha Jd_i), and the
 // slope of that (phi''), from the rows' zones at alpha
@@ -117,15 +339,16 @@ static int cmp_double(const void* a, const void* b) {
 
 // The exact minimiser of phi along the direction: phi' is piecewise linear and nondecreasing, its
 // pieces ending where a row changes zone; walk the pieces in order to the one holding the root.
+// *pieces: how many were evaluated.
 static double line_search(cfd_csolver* cs, const mjData* d, int k, const double* x,
-                          const double* Jd, double dMe, double dMd) {
+                          const double* Jd, double dMe, double dMd, int* pieces) {
   int nb = 0;
   for (int i = 0; i < k; i++) {
     if (Jd[i] == 0) continue;
     int t = d->efc_type[i];
     double Rf = d->efc_R[i] * d->efc_frictionloss[i];
     if (t == mjCNSTR_EQUALITY) continue;
-    if (t == mjCNSTR_FRICTION_DOF || t == mjCNSTR_FRICTION_TENDON) {
+    if (is_friction(t)) {
       double a1 = (-Rf - x[i]) / Jd[i], a2 = (Rf - x[i]) / Jd[i];
       if (a1 > 0) cs->breaks[nb++] = a1;
       if (a2 > 0) cs->breaks[nb++] = a2;
@@ -136,12 +359,14 @@ static double line_search(cfd_csolver* cs, const mjData* d, int k, const double*
   }
   qsort(cs->breaks, (size_t)nb, sizeof(double), cmp_double);
   double lo = 0;
+  *pieces = 0;
   for (int b = 0; b <= nb; b++) {
     double hi = b < nb ? cs->breaks[b] : INFINITY;
     // phi' on (lo, hi) is linear: evaluate inside the piece, where every zone is settled
     double mid = b < nb ? 0.5 * (lo + hi) : lo + 1;
     double g, h;
     line_slope(d, k, x, Jd, dMe, dMd, mid, &g, &h);
+    ++*pieces;
     double root = mid - g / h;  // (h >= dMd > 0)
     if (root <= hi) return root > lo ? root : lo;
     lo = hi;
@@ -149,17 +374,9 @@ static double line_search(cfd_csolver* cs, const mjData* d, int k, const double*
   return lo;
 }
 
-int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const double* qacc_smooth,
-                      const cfd_csolve_opt* opt, double* qacc, double* efc_force,
-                      cfd_csolve_stats* stats, char* err, int err_size) {
-  int n = cs->n, k = (int)d->nefc;
-  cfd_csolve_stats st = {0};
-  if (err_size > 0) err[0] = 0;
-  if (n != m->nv) {
-    snprintf(err, err_size, "the constraint solver was made for %d dofs, the model has %d", n,
-             (int)m->nv);
-    return 1;
-  }
+// --- the solve ---------------------------------------------------------------------------------------
+
+static int refuse_elliptic(const mjModel* m, const mjData* d, int k, char* err, int err_size) {
   for (int i = 0; i < k; i++)
     if (d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC) {
       int b1 = m->geom_bodyid[d->contact[d->efc_id[i]].geom[0]];
@@ -171,95 +388,145 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
                cfd_mj_name(m, mjOBJ_BODY, b2, n2, sizeof n2));
       return 1;
     }
+  return 0;
+}
+
+int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const double* qacc_smooth,
+                      const cfd_csolve_opt* opt, const cfd_csolve_out* out, cfd_csolve_stats* stats,
+                      char* err, int err_size) {
+  int n = cs->n, k = (int)d->nefc;
+  cfd_csolve_stats st = {0};
+  double* qacc = out->qacc;
+  if (err_size > 0) err[0] = 0;
+  if (n != m->nv) {
+    snprintf(err, err_size, "the constraint solver was made for %d dofs, the model has %d", n,
+             (int)m->nv);
+    return 1;
+  }
+  if (m->nbody != cs->nbody) {
+    snprintf(err, err_size, "the constraint solver was made for %d bodies, the model has %d",
+             cs->nbody, (int)m->nbody);
+    return 1;
+  }
+  if (refuse_elliptic(m, d, k, err, err_size)) return 1;
   if (grow(cs, k)) { snprintf(err, err_size, "out of memory for %d constraint rows", k); return 1; }
   double *q = cs->vec, *zero = q + n, *e = zero + n, *Me = e + n, *u = Me + n, *dir = u + n,
-         *Md = dir + n, *grad = Md + n;
-  double *J = cs->J, *Y = cs->Y, *A = cs->A;
-  double *x = cs->rows, *f = x + k, *Jd = f + k, *r = Jd + k, *z = r + k;
+         *Md = dir + n, *grad = Md + n, *xdiag = grad + n, *probe = xdiag + n;
+  double *x = cs->rows, *f = x + k, *Jd = f + k, *ref = Jd + k;
   cfd_chain_q_from_qpos(&cs->chain, d->qpos, q);
   for (int j = 0; j < n; j++) zero[j] = 0;
-  // J dense (rows of MuJoCo's sparse or dense Jacobian), Y = M^-1 J^T row by row, A = J Y^T
-  int sparse = mj_isSparse(m);
-  for (int i = 0; i < k; i++) {
-    double* Ji = J + (size_t)i * n;
-    if (sparse) {
-      for (int j = 0; j < n; j++) Ji[j] = 0;
-      int adr = d->efc_J_rowadr[i];
-      for (int t = 0; t < d->efc_J_rownnz[i]; t++) Ji[d->efc_J_colind[adr + t]] = d->efc_J[adr + t];
-    } else {
-      memcpy(Ji, d->efc_J + (size_t)i * n, sizeof(double) * n);
-    }
-    int s = cfd_fd_fast_prepared(&cs->chain, q, zero, Ji, NULL, Y + (size_t)i * n, cs->fast_work);
-    if (s) {
-      snprintf(err, err_size, "M^-1 for constraint row %d: %s", i, cfd_status_str(s));
-      return 1;
-    }
-  }
-  for (int i = 0; i < k; i++)
-    for (int j = 0; j <= i; j++)
-      A[(size_t)i * k + j] = A[(size_t)j * k + i] = dot(J + (size_t)i * n, Y + (size_t)j * n, n);
+  for (int i = 0; i < n; i++) cfd_link_pose(&cs->chain, i, q, 1, cs->pose + 12 * i, cs->pose + 12 * i + 9);
+  int kc = classify(cs, m, d, k, probe, ref, &st);
+  if (kc < 0) { snprintf(err, err_size, "out of memory for %d constraint rows", k); return 1; }
+  // x at qacc_smooth, as MuJoCo's efc_b
+  mj_mulJacVec(m, d, x, qacc_smooth);
+  for (int i = 0; i < k; i++) x[i] -= d->efc_aref[i];
+  if (out->efc_b) memcpy(out->efc_b, x, sizeof(double) * k);
+
   double scale = 1 / (m->stat.meaninertia * (n > 1 ? n : 1));
   memcpy(qacc, qacc_smooth, sizeof(double) * n);
   for (int j = 0; j < n; j++) e[j] = Me[j] = 0;
   for (int i = 0; i < k; i++) cs->prev[i] = -1;
+  double cost = 0, eMe = 0;
   int status = 1;
   for (st.iterations = 0;; st.iterations++) {
-    // the rows at qacc: x, zones, forces; the gradient M e - J^T f
-    int same = 1, na = 0;
+    // the rows' zones and forces at qacc; the gradient M e - J^T f; the cost
+    int same = 1, na = 0, nchange = 0;
+    double new_cost = 0.5 * eMe;
     for (int i = 0; i < k; i++) {
-      x[i] = dot(J + (size_t)i * n, qacc, n) - d->efc_aref[i];
       int zi = row_zone(d->efc_type[i], x[i], d->efc_R[i], d->efc_frictionloss[i]);
       f[i] = row_force(zi, x[i], d->efc_D[i], d->efc_frictionloss[i]);
+      new_cost += row_cost(zi, x[i], d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
+      nchange += zi != cs->prev[i];
       same &= zi == cs->prev[i];
       cs->zone[i] = cs->prev[i] = zi;
-      if (zi == Z_QUAD) cs->act[na++] = i;
+      na += zi == Z_QUAD;
     }
-    for (int j = 0; j < n; j++) grad[j] = Me[j];
-    for (int i = 0; i < k; i++)
-      if (f[i] != 0)
-        for (int j = 0; j < n; j++) grad[j] -= J[(size_t)i * n + j] * f[i];
+    rows_transpose_times(cs, k, kc, f, grad);
+    for (int j = 0; j < n; j++) grad[j] = Me[j] - grad[j];
     st.gradient = sqrt(dot(grad, grad, n)) * scale;
     st.active = na;
+    if (st.iterations > 0 && out->trace && st.iterations <= out->trace_size) {
+      mjSolverStat* tr = out->trace + st.iterations - 1;
+      tr->improvement = scale * (cost - new_cost);
+      tr->gradient = st.gradient;
+      tr->nactive = na;
+      tr->nchange = nchange;
+    }
+    cost = new_cost;
     // converged: a small gradient, or a step that kept every zone. A row's x moves linearly along
     // the step, so zones equal at both ends are equal all along it: the step stayed on one piece
     // of the cost, a quadratic, whose minimiser along the Newton direction is its minimiser.
     if (st.gradient < opt->tol || same) { status = 0; break; }
     if (st.iterations >= opt->max_iter) break;
-    // u = M^-1 grad = e - Y^T f; the direction -(u - Y_A^T (R_A + A_AA)^-1 J_A u)
-    for (int j = 0; j < n; j++) u[j] = e[j];
-    for (int i = 0; i < k; i++)
-      if (f[i] != 0)
-        for (int j = 0; j < n; j++) u[j] -= Y[(size_t)i * n + j] * f[i];
-    double* S = cs->S;
-    for (int a = 0; a < na; a++) {
-      int ia = cs->act[a];
-      for (int b = 0; b <= a; b++) S[(size_t)a * na + b] = A[(size_t)ia * k + cs->act[b]];
-      S[(size_t)a * na + a] += d->efc_R[ia];
-      r[a] = dot(J + (size_t)ia * n, u, n);
+
+    // H0: the body and dof rows in their quadratic zone added to the inertias and the diagonal
+    memcpy(cs->aug.inertia, cs->chain.inertia, sizeof(double) * 36 * (size_t)n);
+    for (int j = 0; j < n; j++) xdiag[j] = 0;
+    int nca = 0;
+    for (int i = 0; i < k; i++) {
+      if (cs->zone[i] != Z_QUAD) continue;
+      const double* w = cs->w + 6 * i;
+      double D = d->efc_D[i];
+      if (cs->kind[i] == ROW_DOF) {
+        xdiag[cs->link[i]] += D * w[0] * w[0];
+      } else if (cs->kind[i] == ROW_BODY) {
+        double* I = cs->aug.inertia + 36 * (size_t)cs->link[i];
+        for (int r = 0; r < 6; r++)
+          for (int c = 0; c < 6; c++) I[6 * r + c] += D * w[r] * w[c];
+      }
     }
-    if (na && cfd_chol_factor(S, na, na)) {
-      snprintf(err, err_size, "the active rows' system is not positive definite");
+    for (int c = 0; c < kc; c++)
+      if (cs->zone[cs->cidx[c]] == Z_QUAD) cs->cact[nca++] = c;
+    // u = H0^-1 grad; the coupled active rows by Woodbury: dir = -(u - Y (R + J Y)^-1 J u)
+    int bad = cfd_aba_tree(&cs->aug, q, zero, grad, xdiag, u, 1, cs->tree_work, 1);
+    for (int a = 0; a < nca && !bad; a++) {
+      size_t c = (size_t)cs->cact[a];
+      bad = cfd_aba_tree(&cs->aug, q, zero, cs->J + c * n, xdiag, cs->Y + (size_t)a * n, 1,
+                         cs->tree_work, 1);
+    }
+    double *S = cs->S, *r = cs->cz, *z = r + nca;
+    for (int a = 0; a < nca && !bad; a++) {
+      const double* Ja = cs->J + (size_t)cs->cact[a] * n;
+      for (int b = 0; b <= a; b++) S[(size_t)a * nca + b] = dot(Ja, cs->Y + (size_t)b * n, n);
+      S[(size_t)a * nca + a] += d->efc_R[cs->cidx[cs->cact[a]]];
+      r[a] = dot(Ja, u, n);
+    }
+    if (!bad && nca) bad = cfd_chol_factor(S, nca, nca);
+    if (bad) {
+      snprintf(err, err_size, "the Hessian of the constrained problem is not positive definite");
       break;
     }
-    for (int a = 0; a < na; a++) z[a] = r[a];
-    if (na) cfd_chol_solve(S, na, na, z, 1, 1);
+    for (int a = 0; a < nca; a++) z[a] = r[a];
+    if (nca) cfd_chol_solve(S, nca, nca, z, 1, 1);
     for (int j = 0; j < n; j++) dir[j] = -u[j];
-    for (int a = 0; a < na; a++)
-      for (int j = 0; j < n; j++) dir[j] += Y[(size_t)cs->act[a] * n + j] * z[a];
+    for (int a = 0; a < nca; a++)
+      for (int j = 0; j < n; j++) dir[j] += cs->Y[(size_t)a * n + j] * z[a];
     // M dir by inverse dynamics (no gravity, no velocity; armature added as M has it)
     cfd_id_cpu(&cs->chain, q, zero, dir, Md, cs->id_work);
     for (int j = 0; j < n; j++) Md[j] += cs->chain.armature[j] * dir[j];
-    for (int i = 0; i < k; i++) Jd[i] = dot(J + (size_t)i * n, dir, n);
+    rows_times(cs, k, kc, dir, Jd);
     double dMd = dot(dir, Md, n), dMe = dot(dir, Me, n);
     if (!(dMd > 0)) { status = 0; break; }  // no direction left: at the minimum
-    double alpha = line_search(cs, d, k, x, Jd, dMe, dMd);
+    int pieces;
+    double alpha = line_search(cs, d, k, x, Jd, dMe, dMd, &pieces);
+    if (out->trace && st.iterations < out->trace_size) {
+      mjSolverStat* tr = out->trace + st.iterations;
+      memset(tr, 0, sizeof *tr);
+      tr->lineslope = scale * (dMe - dot(Jd, f, k)) / sqrt(dMd);
+      tr->neval = pieces;
+    }
     for (int j = 0; j < n; j++) {
       qacc[j] += alpha * dir[j];
       e[j] += alpha * dir[j];
       Me[j] += alpha * Md[j];
     }
+    for (int i = 0; i < k; i++) x[i] += alpha * Jd[i];
+    eMe = dot(e, Me, n);
   }
-  if (efc_force) memcpy(efc_force, f, sizeof(double) * k);
+  if (out->efc_force) memcpy(out->efc_force, f, sizeof(double) * k);
+  if (out->efc_state) memcpy(out->efc_state, cs->zone, sizeof(int) * k);
+  st.cost = cost;
   if (stats) *stats = st;
   if (status && !err[0])
     snprintf(err, err_size, "no convergence in %d Newton steps (scaled gradient %.3g)",
