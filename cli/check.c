@@ -49,8 +49,8 @@ static int geoms_may_collide(const mjModel* m, int g1, int g2) {
 }
 
 
-// The model's elements that make constraint rows in some states (then MuJoCo takes the step):
-// possible contacts, limited joints and tendons. "" when none.
+// The model's elements that make constraint rows in some states: possible contacts, limited joints
+// and tendons. "" when none.
 static void conditional_constraints(const mjModel* m, char* out, int size) {
   out[0] = 0;
   if (m->opt.disableflags & mjDSBL_CONSTRAINT) return;
@@ -86,6 +86,23 @@ static void conditional_constraints(const mjModel* m, char* out, int size) {
 #undef CFD_APPEND
 }
 
+// Where chainfd's constraint solver hands the rows of a state to MuJoCo whatever the state (the
+// options step.c refuses, in its words), or which rows it refuses: "" when it takes them all.
+static void constraint_handover(const mjModel* m, char* out, int size) {
+  out[0] = 0;
+  if (m->opt.disableflags & mjDSBL_CONSTRAINT) return;
+  if (m->opt.noslip_iterations > 0)
+    snprintf(out, size, "noslip_iterations > 0 (the noslip pass after the solver is MuJoCo's)");
+  else if (m->opt.enableflags & mjENBL_DIAGEXACT)
+    snprintf(out, size, "diagexact is enabled (the rows' impedance from the exact diagonal of "
+                        "J M^-1 J^T is MuJoCo's)");
+  else if (m->opt.enableflags & (mjENBL_SPECULATIVE | mjENBL_IPC))
+    snprintf(out, size, "speculative or IPC contacts are enabled");
+  else if (m->opt.cone == mjCONE_ELLIPTIC && !(m->opt.disableflags & mjDSBL_CONTACT))
+    snprintf(out, size, "contacts with friction under elliptic cones (opt.cone; chainfd's solver "
+                        "takes pyramidal cones)");
+}
+
 enum { STEPPER_STEPS = 0, STEPPER_THIS_STATE = 1, STEPPER_NEVER = 2 };
 
 // Predicts what chainfd_step does with the model as written (constraints and options as in the
@@ -114,7 +131,12 @@ static int predict_stepper(const mjModel* m) {
   int rc = chainfd_stepper_step(s, m, d), verdict = STEPPER_STEPS;
   chainfd_stats st;
   chainfd_stepper_stats(s, &st);
-  conditional_constraints(m, more, sizeof more);
+  char rows[1024], handover[512];
+  conditional_constraints(m, rows, sizeof rows);
+  constraint_handover(m, handover, sizeof handover);
+  more[0] = 0;
+  if (rows[0] && handover[0])
+    snprintf(more, sizeof more, "%s; where they are active and %s", rows, handover);
   // backend=auto under the model's own fallback takes MuJoCo's own step where that is faster (a
   // short chain on the CPU; never under fallback=error, which the prediction above uses)
   int mujoco_own = 0;
@@ -133,6 +155,7 @@ static int predict_stepper(const mjModel* m) {
   } else if (rc == CHAINFD_OK) {
     printf("stepper: chainfd steps this model (backend %s)\n", st.backend);
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
+    else if (rows[0]) printf("  constraint rows, solved by chainfd where active: %s\n", rows);
   } else if (rc == CHAINFD_ERR_UNSUPPORTED && d->nefc > 0 && d->nf == 0 && d->ne == 0) {
     // contacts or limits active in the initial state only: other states may be chainfd's
     printf("stepper: chainfd hands the initial state's step to MuJoCo: %s\n", st.last_fallback);

@@ -48,6 +48,10 @@ typedef struct cfd_csolver cfd_csolver;
 cfd_csolver* cfd_csolver_create(const mjModel* m, char* err, int err_size);
 void cfd_csolver_free(cfd_csolver* cs);
 
+// 0 when the solver takes every row of d (after mj_makeConstraint); 1 with a message naming the
+// element otherwise (a contact with an elliptic cone).
+int cfd_csolver_takes(const mjModel* m, const mjData* d, char* why, int size);
+
 // The options of a solve: stop when the gradient's norm, scaled by 1 / (meaninertia * nv) as
 // MuJoCo scales it, is below tol, or after max_iter Newton steps.
 typedef struct cfd_csolve_opt {

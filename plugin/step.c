@@ -5,9 +5,11 @@
 // position stage (kinematics, mass matrix, collision, constraints, transmission), sensors, the
 // velocity stage (passive forces, bias), actuation, qacc = M^-1 qfrc_smooth and the constraint
 // solver. Here every stage is MuJoCo's own function except the mass matrix and its factorisation
-// (not needed: chainfd computes qacc from the chain) and the constraint solver (not needed: any
-// constraint row makes the step MuJoCo's). The integrators need M only through solves with
-// M + diag(D), which chainfd does directly through its joint-diagonal term:
+// (not needed: chainfd computes qacc from the chain) and the constraint solver: MuJoCo builds the
+// rows, chainfd's solver (core/constraint.h) finds qacc, efc_force, efc_state, and
+// qfrc_constraint = J^T efc_force follows. The integrators need M only through solves with
+// M + diag(D), which chainfd does directly through its joint-diagonal term, with the constraint
+// force added to the smooth force as MuJoCo adds it:
 //   Euler:         D = h * dB/dv  for joint damping B (with actuator damping and polynomial terms)
 //   implicitfast:  D = -h * diag(qDeriv), qDeriv = d(qfrc_passive + qfrc_actuator)/d(qvel), which
 //                  must be diagonal: joint damping and joint-transmission actuators only
@@ -25,6 +27,7 @@
 #include "auto.h"
 #include "backend.h"
 #include "chainfd.h"
+#include "constraint.h"
 #include "gpu.h"
 #include "config.h"
 #include "mj_chain.h"
@@ -73,11 +76,18 @@ struct chainfd_stepper {
   int narrays_seen;
 
   cfd_solver* solver;         // NULL when the chain adapter or the back end refuses the model
+  cfd_csolver* csolver;       // the constraint solver, made at the first state with rows
+  char csolver_refusal[MSG_SIZE - 128];  // why it could not be made
+  int constrained;            // the last evaluation solved constraint rows: tau_con holds
+                              // tau + qfrc_constraint, what the integrators' solves take
+  double* tau_con;            // nv
+  double* qacc_con;           // nv: the solver's qacc, copied into d->qacc once accepted
   int use_mujoco;             // backend=auto took MuJoCo's own dynamics (a short chain): each
                               // step is mj_step's, each forward mj_forward's
   cfd_gpu_tuning gpu_tuning;  // its GPU context's (cfd_stepper_set_gpu_tuning; zero: the rules)
   char model_refusal[MSG_SIZE];
   char solver_failure[MSG_SIZE];   // why the back end failed in the last evaluation
+  char constraint_refusal_msg[MSG_SIZE];  // why the last evaluation's rows went to MuJoCo
 
   mjOption opt_seen;          // the options the verdicts below were made for
   int opt_valid;
@@ -337,6 +347,9 @@ static void refresh_for_options(chainfd_stepper* s, const mjModel* m) {
   s->needs_mass_matrix = wants_kinetic_energy(m);
   cfd_solver_free(s->solver);
   s->solver = NULL;
+  cfd_csolver_free(s->csolver);
+  s->csolver = NULL;
+  s->csolver_refusal[0] = 0;
   s->use_mujoco = 0;
   s->model_refusal[0] = 0;
   if (s->cfg.is_auto) {
@@ -391,7 +404,10 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
   s->diag = malloc(sizeof(double) * (nv + 1));
   s->rk = malloc(sizeof(double) * (4 * (nq + nv + na) + 4 * (nv + na) + 2 * nv + na + 1));
   s->saved = malloc(sizeof(double) * ((size_t)mj_stateSize(m, mjSTATE_INTEGRATION) + 1));
-  if (!s->params_seen || !s->qacc_eval || !s->qacc_used || !s->diag || !s->rk || !s->saved) {
+  s->tau_con = malloc(sizeof(double) * (nv + 1));
+  s->qacc_con = malloc(sizeof(double) * (nv + 1));
+  if (!s->params_seen || !s->qacc_eval || !s->qacc_used || !s->diag || !s->rk || !s->saved ||
+      !s->tau_con || !s->qacc_con) {
     chainfd_stepper_free(s);
     snprintf(err, err_size, "%s: out of memory", label);
     return NULL;
@@ -403,6 +419,8 @@ chainfd_stepper* chainfd_stepper_create(const mjModel* m, const chainfd_config* 
 void chainfd_stepper_free(chainfd_stepper* s) {
   if (!s) return;
   cfd_solver_free(s->solver);
+  cfd_csolver_free(s->csolver);
+  free(s->tau_con); free(s->qacc_con);
   free(s->params_seen); free(s->qacc_eval);
   free(s->qacc_used); free(s->diag); free(s->rk); free(s->saved);
   free(s);
@@ -462,10 +480,37 @@ static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, 
   return CHAINFD_OK;
 }
 
-static void describe_constraints(const mjData* d, char* why, int size) {
-  snprintf(why, size, "%d constraint rows are active (contacts: %d, joint/tendon limits: %d, "
-                      "equality: %d, frictionloss: %d); chainfd computes unconstrained dynamics",
-           (int)d->nefc, (int)d->ncon, (int)d->nl, (int)d->ne, (int)d->nf);
+// Why chainfd's solver cannot take this state's constraint rows (after mj_makeConstraint), into
+// why; 0 when it can. Options first (they hold for every state with rows), then the rows.
+static int constraint_refusal(chainfd_stepper* s, const mjModel* m, const mjData* d, char* why,
+                              int size) {
+  const char* opt = NULL;
+  if (m->opt.noslip_iterations > 0)
+    opt = "noslip_iterations > 0: the noslip pass after the solver is MuJoCo's";
+  else if (enabled(m, mjENBL_DIAGEXACT))
+    opt = "diagexact is enabled: the rows' impedance from the exact diagonal of J M^-1 J^T is "
+          "MuJoCo's (mj_projectConstraint)";
+  else if (enabled(m, mjENBL_SPECULATIVE) || enabled(m, mjENBL_IPC))
+    opt = "speculative or IPC contacts are enabled, which chainfd's solver does not reproduce";
+  if (opt) {
+    snprintf(why, size, "%d constraint rows are active and %s", (int)d->nefc, opt);
+    return 1;
+  }
+  if (!s->csolver && !s->csolver_refusal[0]) {
+    char err[sizeof s->csolver_refusal];
+    s->csolver = cfd_csolver_create(m, err, sizeof err);
+    if (!s->csolver) snprintf(s->csolver_refusal, sizeof s->csolver_refusal, "%s", err);
+  }
+  if (!s->csolver) {
+    snprintf(why, size, "the constraint solver refuses the model: %s", s->csolver_refusal);
+    return 1;
+  }
+  char rows[MSG_SIZE - 64];
+  if (cfd_csolver_takes(m, d, rows, sizeof rows)) {
+    snprintf(why, size, "%d constraint rows are active and %s", (int)d->nefc, rows);
+    return 1;
+  }
+  return 0;
 }
 
 // --- one evaluation: mj_forward with chainfd's qacc ------------------------------------------------
@@ -504,6 +549,35 @@ static int evaluate_ex(chainfd_stepper* s, const mjModel* m, mjData* d, int skip
   return ev;
 }
 
+// The constraint solver on d's rows from qacc_smooth = s->qacc_eval, as mj_fwdConstraint: qacc
+// into s->qacc_con; efc_b, efc_force, efc_state, qfrc_constraint and the solver's statistics into
+// d (derived quantities, which MuJoCo's own step would write again); tau + qfrc_constraint into
+// s->tau_con. Nonzero with the reason in s->solver_failure.
+static int solve_constraints(chainfd_stepper* s, const mjModel* m, mjData* d) {
+  double start = timer_now();
+  int nv = m->nv;
+  // MuJoCo's tolerance or tighter: Newton on this piecewise quadratic ends exactly once no row
+  // changes zone, which the gradient test rarely preempts
+  cfd_csolve_opt opt = {m->opt.tolerance > 0 ? fmin(m->opt.tolerance, 1e-10) : 0,
+                        m->opt.iterations > 100 ? m->opt.iterations : 100};
+  memset(d->solver, 0, sizeof(d->solver));
+  memset(d->solver_niter, 0, sizeof(d->solver_niter));
+  memset(d->solver_nnz, 0, sizeof(d->solver_nnz));
+  cfd_csolve_out out = {s->qacc_con, d->efc_force, d->efc_state, d->efc_b, d->solver, mjNSOLVER};
+  cfd_csolve_stats st;
+  char err[MSG_SIZE - 64];
+  if (cfd_csolver_solve(s->csolver, m, d, s->qacc_eval, &opt, &out, &st, err, sizeof err)) {
+    snprintf(s->solver_failure, sizeof s->solver_failure, "the constraint solver: %s", err);
+    return 1;
+  }
+  d->solver_niter[0] = st.iterations < mjNSOLVER ? st.iterations : mjNSOLVER;
+  mj_mulJacTVec(m, d, d->qfrc_constraint, d->efc_force);
+  for (int i = 0; i < nv; i++) s->tau_con[i] = s->tau[i] + d->qfrc_constraint[i];
+  s->constrained = 1;
+  timer_end(d, mjTIMER_CONSTRAINT, start);
+  return 0;
+}
+
 static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int skip_sensors,
                             int diag_kind) {
   int nv = m->nv;
@@ -530,8 +604,10 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
   mj_tendon(m, d);
   if (s->needs_mass_matrix) mj_makeM(m, d);
   mj_collision(m, d);
-  mj_makeConstraint(m, d);  // reads M only when there are constraint rows, which end here
-  if (d->nefc > 0) {
+  mj_makeConstraint(m, d);  // (builds the rows from the model's invweight0, not from M)
+  s->constrained = 0;
+  if (d->nefc > 0 && constraint_refusal(s, m, d, s->constraint_refusal_msg,
+                                        sizeof s->constraint_refusal_msg)) {
     if (split) cfd_solver_cancel(s->solver);
     return EVAL_CONSTRAINED;
   }
@@ -589,10 +665,16 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
     return EVAL_FAILED;
   }
   s->have_used = with_diag && !st;
-  memcpy(d->qacc, s->qacc_eval, sizeof(double) * nv);
+  if (d->nefc > 0 && !st) {
+    if (solve_constraints(s, m, d)) return EVAL_FAILED;
+    s->have_used = 0;  // (the diagonal solve above had no constraint force)
+    memcpy(d->qacc, s->qacc_con, sizeof(double) * nv);
+  } else {
+    memcpy(d->qacc, s->qacc_eval, sizeof(double) * nv);
+    memset(d->qfrc_constraint, 0, sizeof(double) * nv);
+    memset(d->solver_niter, 0, sizeof(d->solver_niter));
+  }
   memcpy(d->qacc_smooth, s->qacc_eval, sizeof(double) * nv);
-  memset(d->qfrc_constraint, 0, sizeof(double) * nv);
-  memset(d->solver_niter, 0, sizeof(d->solver_niter));
 
   if (!skip_sensors) {
     d->flg_rnepost = 0;
@@ -779,7 +861,7 @@ static void advance_untimed(const mjModel* m, mjData* d, const double* act_dot, 
 // qacc with the joint-diagonal term diag, from the last evaluation's state. Nonzero (with the
 // reason in s->solver_failure) when the back end failed for another reason than a NaN state.
 static int solve_with_diag(chainfd_stepper* s, const mjModel* m, const double* diag, double* qacc) {
-  int st = cfd_solver_fd(s->solver, s->q, s->qd, s->tau, diag, qacc);
+  int st = cfd_solver_fd(s->solver, s->q, s->qd, s->constrained ? s->tau_con : s->tau, diag, qacc);
   if (st == CFD_ERR_NONFINITE)
     for (int i = 0; i < m->nv; i++) qacc[i] = NAN;
   else if (st)
@@ -799,10 +881,10 @@ static void add_scaled(double* dst, const double* src, double scale, int n) {
   for (int i = 0; i < n; i++) dst[i] += scale * src[i];
 }
 
-// A stage whose state has constraint rows is evaluated by MuJoCo's own mj_forwardSkip, as
-// mj_RungeKutta evaluates it (fallback=mujoco; *mujoco_stages counts them), the other stages stay
-// chainfd's. So mjcb_control runs once a stage, as under mj_step: chainfd finds constraint rows
-// before it calls the callback. Returns EVAL_CONSTRAINED (state restored) where fallback=error,
+// A stage whose constraint rows chainfd's solver refuses (constraint_refusal) is evaluated by
+// MuJoCo's own mj_forwardSkip, as mj_RungeKutta evaluates it (fallback=mujoco; *mujoco_stages
+// counts them), the other stages stay chainfd's. So mjcb_control runs once a stage, as under
+// mj_step: chainfd refuses rows before it calls the callback. Returns EVAL_CONSTRAINED (state restored) where fallback=error,
 // EVAL_FAILED (state restored) when the back end fails.
 static int rk4(chainfd_stepper* s, const mjModel* m, mjData* d, int* mujoco_stages) {
   int nq = m->nq, nv = m->nv, na = m->na, nx = nq + nv + na, nf = nv + na;
@@ -926,9 +1008,7 @@ int chainfd_stepper_forward(chainfd_stepper* s, const mjModel* m, mjData* d) {
   int ev = evaluate(s, m, d, 0);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 0, SAID_SOLVER, s->solver_failure);
   if (ev == EVAL_CONSTRAINED) {
-    char msg[MSG_SIZE];
-    describe_constraints(d, msg, sizeof msg);
-    return hand_over(s, m, d, 0, SAID_CONSTRAINT, msg);
+    return hand_over(s, m, d, 0, SAID_CONSTRAINT, s->constraint_refusal_msg);
   }
   s->steps_chainfd++;
   return CHAINFD_OK;
@@ -953,8 +1033,7 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
   int ev = evaluate_ex(s, m, d, 0, kind);
   if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
   if (ev == EVAL_CONSTRAINED) {
-    describe_constraints(d, msg, sizeof msg);
-    return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
+    return hand_over(s, m, d, 1, SAID_CONSTRAINT, s->constraint_refusal_msg);
   }
   // bad qacc: MuJoCo warns, resets and runs mj_forward; redo that forward with chainfd
   int resets = d->warning[mjWARN_BADQACC].number;
@@ -970,8 +1049,7 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
     memcpy(d->timer, counted, sizeof counted);
     if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
     if (ev == EVAL_CONSTRAINED) {
-      describe_constraints(d, msg, sizeof msg);
-      return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
+      return hand_over(s, m, d, 1, SAID_CONSTRAINT, s->constraint_refusal_msg);
     }
   }
 
@@ -1003,12 +1081,13 @@ int chainfd_stepper_step(chainfd_stepper* s, const mjModel* m, mjData* d) {
       ev = rk4(s, m, d, &mujoco_stages);
       if (ev == EVAL_FAILED) return hand_over(s, m, d, 1, SAID_SOLVER, s->solver_failure);
       if (ev == EVAL_CONSTRAINED) {
-        snprintf(msg, sizeof msg, "constraint rows become active inside the RK4 step");
+        snprintf(msg, sizeof msg, "in a later stage inside the RK4 step, %.500s",
+                 s->constraint_refusal_msg);
         return hand_over(s, m, d, 1, SAID_CONSTRAINT, msg);
       }
       if (mujoco_stages) {  // a step partly MuJoCo's counts as MuJoCo's
-        snprintf(msg, sizeof msg, "constraint rows are active in %d of the RK4 step's later stages",
-                 mujoco_stages);
+        snprintf(msg, sizeof msg, "in %d of the RK4 step's later stages, %.500s", mujoco_stages,
+                 s->constraint_refusal_msg);
         tell_fallback(s, SAID_RK4_STAGE, "forward for those stages", msg);
         timer_end(d, mjTIMER_STEP, start);
         s->steps_mujoco++;

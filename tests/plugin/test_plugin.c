@@ -370,6 +370,55 @@ static void expect_fallback(const char* what, const char* option, const char* wo
   }
 }
 
+// Constraint rows through the plugin (chainfd_step with fallback=error, so a MuJoCo step would
+// fail): the tip on a floor (pyramidal contact), j1 beyond its range (a limit), friction loss on
+// j1; 30 steps each against mj_step, and the rows' forces and the touch of the tip.
+static void test_constraint_steps(void) {
+  static const struct { const char* what; const char* world; const char* joint1; double scale; } c[] = {
+      {"contact", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0},
+      {"joint limit", "", "limited=\"true\" range=\"-0.1 0.1\"", 1.0},
+      {"frictionloss", "", "frictionloss=\"0.1\"", 0.3},
+  };
+  for (int i = 0; i < 3; i++) {
+    mjModel* m = chain_model("<config key=\"backend\" value=\"cpu\"/>"
+                             "<config key=\"fallback\" value=\"error\"/>",
+                             "", c[i].world, c[i].joint1);
+    if (!m) continue;
+    mjData* d = mj_makeData(m);
+    set_state(m, d, c[i].scale);
+    mjData* ref = mj_copyData(NULL, m, d);
+    double dq = 0, df = 0;
+    int rows = 0;
+    for (int t = 0; t < 30; t++) {
+      mj_step(m, ref);
+      int status = chainfd_step(m, d);
+      EXPECT(status == 0, "%s: step %d: %s", c[i].what, t, chainfd_last_error());
+      if (status) break;
+      for (int j = 0; j < m->nq; j++) dq = fmax(dq, fabs(d->qpos[j] - ref->qpos[j]));
+      rows += d->nefc;
+      if (d->nefc == ref->nefc)
+        for (int r = 0; r < d->nefc; r++)
+          df = fmax(df, fabs(d->efc_force[r] - ref->efc_force[r]) / (1 + fabs(ref->efc_force[r])));
+      else
+        df = INFINITY;
+      for (int j = 0; j < m->nv; j++)
+        df = fmax(df, fabs(d->qfrc_constraint[j] - ref->qfrc_constraint[j]) /
+                          (1 + fabs(ref->qfrc_constraint[j])));
+    }
+    chainfd_stats st;
+    chainfd_get_stats(m, d, &st);
+    printf("%s through the plugin: %d rows over 30 steps, max|dqpos| %.2e, forces apart %.2e, "
+           "%lld chainfd steps\n", c[i].what, rows, dq, df, st.steps_chainfd);
+    EXPECT(rows > 0, "%s: no constraint rows: the case tests nothing", c[i].what);
+    EXPECT(dq <= 1e-10 && df <= 1e-8, "%s: max|dqpos| %.3e, forces apart %.3e", c[i].what, dq, df);
+    EXPECT(st.steps_chainfd == 30 && st.steps_mujoco == 0, "%s: %lld chainfd steps, %lld MuJoCo",
+           c[i].what, st.steps_chainfd, st.steps_mujoco);
+    mj_deleteData(ref);
+    mj_deleteData(d);
+    mj_deleteModel(m);
+  }
+}
+
 // mjcb_control's calls: chainfd_step calls it as often as mj_step does
 static int control_calls;
 static void count_control(const mjModel* m, mjData* d) {
@@ -379,14 +428,14 @@ static void count_control(const mjModel* m, mjData* d) {
 }
 
 static void test_fallback(void) {
-  // the tip rests on a floor: a contact
-  expect_fallback("contact", "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>",
-                  "", 0.0, "contacts: ", 1);
-  // j1 starts beyond its range: a limit
-  expect_fallback("joint limit", "", "", "limited=\"true\" range=\"-0.1 0.1\"", 1.0,
-                  "limits: ", 1);
-  // frictionloss: a constraint row in every state
-  expect_fallback("frictionloss", "", "", "frictionloss=\"0.1\"", 0.3, "frictionloss: ", 1);
+  // the tip rests on a floor: a contact, whose friction cone is elliptic (pyramidal cones are
+  // chainfd's: test_constraint_steps)
+  expect_fallback("elliptic contact", "cone=\"elliptic\"",
+                  "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0,
+                  "elliptic friction cone", 1);
+  // j1 starts beyond its range: a limit, with a noslip pass after the solver
+  expect_fallback("joint limit, noslip", "noslip_iterations=\"2\"", "",
+                  "limited=\"true\" range=\"-0.1 0.1\"", 1.0, "noslip_iterations", 1);
   // options chainfd does not reproduce: refused before anything is computed
   expect_fallback("implicit", "integrator=\"implicit\"", "", "", 0.3, "integrator implicit", 0);
   expect_fallback("fluid + implicitfast", "integrator=\"implicitfast\" density=\"1000\"", "", "",
@@ -397,11 +446,12 @@ static void test_fallback(void) {
                   "name=\"swing\"><joint name=\"js\"/><geom type=\"sphere\" size=\"0.05\"/>"
                   "</body></body>", "", 0.3, "mocap ancestor", 1);
 
-  // fallback=error and a NaN qpos where the reset state (qpos0) has a contact: mj_checkPos resets
-  // the state before the contact is seen; the refusal must put it back, warnings included
+  // fallback=error and a NaN qpos where the reset state (qpos0) has a contact (elliptic: MuJoCo's):
+  // mj_checkPos resets the state before the contact is seen; the refusal must put it back,
+  // warnings included
   {
-    mjModel* m = chain_model(fallback_error, "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>",
-                             "");
+    mjModel* m = chain_model(fallback_error, "cone=\"elliptic\"",
+                             "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "");
     if (m) {
       mjData* d = mj_makeData(m);
       set_state(m, d, 0.3);
@@ -410,7 +460,7 @@ static void test_fallback(void) {
       mjData* before = mj_copyData(NULL, m, d);
       int status = chainfd_step(m, d);
       printf("NaN qpos, contact after the reset, fallback=error -> %d: %s\n", status, chainfd_last_error());
-      EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "contacts"),
+      EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "elliptic"),
              "a NaN qpos whose reset meets a contact: status %d", status);
       EXPECT(same_state(m, d, before) && d->time == 5 &&
              d->warning[mjWARN_BADQPOS].number == before->warning[mjWARN_BADQPOS].number,
@@ -422,11 +472,11 @@ static void test_fallback(void) {
     }
   }
 
-  // into a limit and out again: chainfd steps, MuJoCo steps, chainfd steps; still mj_step's result,
-  // with mjcb_control called as often. RK4: steps whose later stages alone meet the limit have
-  // MuJoCo evaluate those stages
+  // into a limit and out again, the limit's row MuJoCo's (a noslip pass): chainfd steps, MuJoCo
+  // steps, chainfd steps; still mj_step's result, with mjcb_control called as often. RK4: steps
+  // whose later stages alone meet the limit have MuJoCo evaluate those stages
   for (int rk4 = 0; rk4 < 2; rk4++) {
-    mjModel* m = chain_model(fallback_mujoco, "gravity=\"0 0 0\"", "",
+    mjModel* m = chain_model(fallback_mujoco, "gravity=\"0 0 0\" noslip_iterations=\"2\"", "",
                              "limited=\"true\" range=\"-11.5 11.5\" damping=\"0\"");
     if (!m) break;
     const char* name = rk4 ? "RK4" : "Euler";
@@ -480,7 +530,8 @@ static void test_fallback(void) {
   // the same run with fallback=error: the first refusal is the RK4 step whose later stage meets
   // the limit, and it leaves the state as it was
   {
-    mjModel* m = chain_model(fallback_error, "gravity=\"0 0 0\" integrator=\"RK4\"", "",
+    mjModel* m = chain_model(fallback_error,
+                             "gravity=\"0 0 0\" integrator=\"RK4\" noslip_iterations=\"2\"", "",
                              "limited=\"true\" range=\"-11.5 11.5\" damping=\"0\"");
     if (!m) return;
     mjData* d = mj_makeData(m);
@@ -728,6 +779,7 @@ int main(void) {
   test_scenes();
   test_config_errors();
   test_fallback();
+  test_constraint_steps();
   test_copy_reset();
   test_foreign_instance();
   test_silent_cases();
