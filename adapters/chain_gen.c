@@ -217,10 +217,20 @@ int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_s
     } else if (KEY_IS("free")) {
       bad = parse_long(val, e, 0, 1, &l);
       t.free_base = (int)l;
+    } else if (KEY_IS("floor")) {
+      bad = parse_double(val, e, &d) || d < 0;
+      t.floor = d;
+    } else if (KEY_IS("limit")) {
+      bad = parse_double(val, e, &d) || d < 0;
+      t.limit = d;
+    } else if (KEY_IS("frictionloss")) {
+      bad = parse_double(val, e, &d) || d < 0;
+      t.frictionloss = d;
     } else {
       set_err(err, err_size,
               "chain spec '%s': unknown key '%.*s' (seed, random, slide, damping, armature, "
-              "stiffness, actuators, gravity, timestep, multijoint, ball, branch, free)",
+              "stiffness, actuators, gravity, timestep, multijoint, ball, branch, free, floor, "
+              "limit, frictionloss)",
               spec, (int)klen, key);
       return 1;
     }
@@ -439,6 +449,17 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   spec->compiler.inertiafromgeom = mjINERTIAFROMGEOM_FALSE;
   if (!g->gravity) spec->option.gravity[0] = spec->option.gravity[1] = spec->option.gravity[2] = 0;
   if (g->timestep > 0) spec->option.timestep = g->timestep;
+  if (g->floor > 0) {  // the floor takes contacts (conaffinity), the links make them (contype)
+    spec->option.cone = mjCONE_PYRAMIDAL;
+    mjsGeom* plane = mjs_addGeom(mjs_findBody(spec, "world"), NULL);
+    mjs_setName(plane->element, "floor");
+    plane->type = mjGEOM_PLANE;
+    plane->size[0] = plane->size[1] = total_len + 10;
+    plane->size[2] = 0.1;
+    plane->pos[2] = off[2] - g->floor;
+    plane->contype = 0;
+    plane->conaffinity = 1;
+  }
 
   rng ri = rng_stream(g->seed, STREAM_INERTIA);
   rng rj = rng_stream(g->seed, STREAM_JOINT);
@@ -497,7 +518,7 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
     geom->fromto[0] = geom->fromto[1] = geom->fromto[2] = 0;
     memcpy(geom->fromto + 3, child, sizeof(double) * 3);
     geom->size[0] = rnd ? 0.012 : REG_RADIUS;
-    geom->contype = 0;
+    geom->contype = g->floor > 0;
     geom->conaffinity = 0;
     float rgba[2][4] = {{0.85f, 0.45f, 0.2f, 1}, {0.3f, 0.5f, 0.8f, 1}};
     memcpy(geom->rgba, rgba[i & 1], sizeof(rgba[0]));
@@ -546,7 +567,10 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
       double fd = rnd ? rng_uni(&rj, 0.5, 1.5) : 1;
       double fa = rnd ? rng_uni(&rj, 0.5, 1.5) : 1;
       double sref = rnd ? rng_uni(&rj, -0.5, 0.5) : 0;
-      j->limited = mjLIMITED_FALSE;
+      j->limited = g->limit > 0 && !ball ? mjLIMITED_TRUE : mjLIMITED_FALSE;
+      j->range[0] = -g->limit;
+      j->range[1] = g->limit;
+      j->frictionloss = ball ? 0 : g->frictionloss;
       j->damping[0] = g->damping * fd;
       j->armature = g->armature * fa;
       j->stiffness[0] = g->stiffness;

@@ -55,13 +55,19 @@ typedef struct cfd_chain_gen {
                           //    body instead of body i-1: a kinematic tree (0: a chain)
   int free_base;          // 1: body 0 is on a free joint instead of its own joints (a floating
                           //    base), placed as the chain's root would be
+  double floor;           // > 0: a plane this far below the chain's starting line, and the
+                          //    links' capsules collide with it (with each other not: a rope on
+                          //    a floor; pyramidal cones, condim 3, friction 1)
+  double limit;           // > 0: every hinge and slide limited to +-limit (rad, m)
+  double frictionloss;    // dry friction of every hinge and slide
 } cfd_chain_gen;
 
 // Regular chain of n links, gravity on, no damping/armature/springs/actuators.
 void cfd_chain_gen_defaults(cfd_chain_gen* g, int n);
 
 // Parse "chain:N" or "chain:N,key=value,..." with keys seed, random, slide, damping,
-// armature, stiffness, actuators, gravity, timestep, multijoint, ball, branch, free.
+// armature, stiffness, actuators, gravity, timestep, multijoint, ball, branch, free, floor, limit,
+// frictionloss.
 // Returns 0 on success, nonzero with a message in err (err may be NULL).
 int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_size);
 

@@ -5,12 +5,15 @@
 //
 //   build/bench/chainfd-bench-step [--steps K] [--json FILE]
 //   build/bench/chainfd-bench-step --model FILE [--model FILE ...] [--steps K] [--backend NAME]
+//                                  [--reps R] [--settle N]
 // With --model (an MJCF file or chain:N,...), each model as a user steps it: chainfd_step (the
 // model declares the plugin) or a stepper with the default configuration, or --backend's (it does
-// not) against mj_step, from the model's first
-// keyframe (or qpos0), the two interleaved over repetitions; one line per model:
-//   MODEL BACKEND step_us=X mj_step_us=Y ratio=Z   (medians; ratio: the median over the
-//   repetitions of mj_step's time over chainfd_step's, each pair run back to back)
+// not) against mj_step, from the model's first keyframe (or qpos0) after N steps of mj_step (a
+// rope landed on its floor), the two interleaved over R repetitions (101) of K steps; one line
+// per model:
+//   MODEL BACKEND step_us=X mj_step_us=Y ratio=Z nefc=W   (medians; ratio: the median over the
+//   repetitions of mj_step's time over chainfd_step's, each pair run back to back; nefc: the
+//   constraint rows a step had, on average)
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -159,7 +162,7 @@ static void profile_gpu(const mjModel* m, const mjData* start, const char* backe
 
 // --model FILE: chainfd_step (or the default stepper) against mj_step on the same states, K steps
 // from the first keyframe, the two alternating over MODEL_REPS repetitions; medians per step.
-static int bench_model(const char* path, int K, const char* backend) {
+static int bench_model(const char* path, int K, const char* backend, int reps, int settle) {
   char err[1024];
   mjModel* m = cfd_load_model(path, err, sizeof err);
   if (!m) {
@@ -179,10 +182,12 @@ static int bench_model(const char* path, int K, const char* backend) {
   }
   mjData *start = mj_makeData(m), *a = mj_makeData(m), *b = mj_makeData(m);
   if (m->nkey > 0) mj_resetDataKeyframe(m, start, 0);
+  for (int k = 0; k < settle; k++) mj_step(m, start);
   mj_forward(m, start);
   double tc[MODEL_REPS], tm[MODEL_REPS], ratio[MODEL_REPS];
+  long long rows = 0;
   int failed = 0;
-  for (int r = 0; r < MODEL_REPS; r++) {
+  for (int r = 0; r < reps; r++) {
     // which goes first, and which mjData each steps, alternate with the repetition (an A/A run,
     // mj_step on both sides, then reads 1 to within the spread)
     mjData *dc = r % 4 < 2 ? a : b, *dm = r % 4 < 2 ? b : a;
@@ -191,8 +196,10 @@ static int bench_model(const char* path, int K, const char* backend) {
       if ((turn + r) % 2 == 0) {
         mj_copyData(dc, m, start);
         t0 = now();
-        for (int k = 0; k < K; k++)
+        for (int k = 0; k < K; k++) {
           failed |= plugin ? chainfd_step(m, dc) : chainfd_stepper_step(s, m, dc);
+          rows += dc->nefc;
+        }
         tc[r] = (now() - t0) / K;
       } else {
         mj_copyData(dm, m, start);
@@ -208,9 +215,9 @@ static int bench_model(const char* path, int K, const char* backend) {
   else chainfd_stepper_stats(s, &st);
   double dq = 0;
   for (int i = 0; i < m->nq; i++) dq = fmax(dq, fabs(a->qpos[i] - b->qpos[i]));
-  double c = cfd_median(tc, MODEL_REPS), j = cfd_median(tm, MODEL_REPS);
-  printf("%s %s step_us=%.4g mj_step_us=%.4g ratio=%.3f\n", path, st.backend, c * 1e6, j * 1e6,
-         cfd_median(ratio, MODEL_REPS));
+  double c = cfd_median(tc, reps), j = cfd_median(tm, reps);
+  printf("%s %s step_us=%.4g mj_step_us=%.4g ratio=%.3f nefc=%.1f\n", path, st.backend, c * 1e6,
+         j * 1e6, cfd_median(ratio, reps), (double)rows / ((double)reps * K));
   printf("  (%s; steps by chainfd %lld, by MuJoCo %lld%s%s; |dqpos| after %d steps %.1e)\n",
          plugin ? "chainfd_step through the plugin" : backend ? "a stepper" : "a stepper, default configuration",
          st.steps_chainfd, st.steps_mujoco, st.last_fallback[0] ? ": " : "", st.last_fallback,
@@ -223,7 +230,7 @@ static int bench_model(const char* path, int K, const char* backend) {
 }
 
 int main(int argc, char** argv) {
-  int steps = 200, nmodels = 0, steps_given = 0;
+  int steps = 200, nmodels = 0, steps_given = 0, reps = MODEL_REPS, settle = 0;
   const char *json_path = NULL, *backend = NULL;
   const char** model_paths = calloc((size_t)argc, sizeof(char*));
   if (!model_paths) return 1;
@@ -234,15 +241,20 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_paths[nmodels++] = argv[++i];
     else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
-    else {
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      if (cfd_arg_int("chainfd-bench-step", "--reps", argv[++i], 1, MODEL_REPS, &reps)) return 2;
+    } else if (!strcmp(argv[i], "--settle") && i + 1 < argc) {
+      if (cfd_arg_int("chainfd-bench-step", "--settle", argv[++i], 0, 100000000, &settle)) return 2;
+    } else {
       fprintf(stderr, "usage: chainfd-bench-step [--steps K] [--json FILE] [--model FILE ... "
-                      "[--backend NAME]]\n");
+                      "[--backend NAME] [--reps R] [--settle N]]\n");
       return 2;
     }
   }
   if (nmodels) {
     int failed = 0;
-    for (int k = 0; k < nmodels; k++) failed |= bench_model(model_paths[k], steps_given ? steps : 500, backend);
+    for (int k = 0; k < nmodels; k++)
+      failed |= bench_model(model_paths[k], steps_given ? steps : 500, backend, reps, settle);
     free(model_paths);
     return failed;
   }

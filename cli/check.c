@@ -273,14 +273,21 @@ static int expected_refusal(const char* name, const char* err) {
 }
 
 static int check_steps(const mjModel* m, const char* backend, int steps, unsigned long long seed,
-                       double tol) {
+                       double tol, int tol_given) {
   char err[1024];
   int nq = m->nq, nv = m->nv, failed = 0;
   mjData* start = mj_makeData(m);
   mjData* traj = mj_makeData(m);  // MuJoCo's trajectory
   mjData* one = mj_makeData(m);   // one chainfd step from its present state
   mjData* free_run = mj_makeData(m);
-  if (!start || !traj || !one || !free_run) {
+  mjData* tight = mj_makeData(m);  // one step of MuJoCo's solver at 1e-14 from the same state
+  mjModel* mt = mj_copyModel(NULL, m);
+  if (mt) {
+    mt->opt.tolerance = 1e-14;
+    mt->opt.iterations = 1000;
+    mt->opt.ls_iterations = 100;
+  }
+  if (!start || !traj || !one || !free_run || !tight || !mt) {
     fprintf(stderr, "chainfd check: out of memory for mjData\n");
     failed = 1;
     goto done;
@@ -308,6 +315,15 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
       if (first_reset < 0) first_reset = k;
     }
   }
+  // constraint rows: MuJoCo's solver stops at the model's tolerance, so one step's parity is
+  // judged to the 1e-6 (relative), and each side is set beside MuJoCo's own solve at 1e-14
+  int rows = 0;
+  mj_copyData(traj, m, start);
+  for (int k = 0; k < steps && !rows; k++) {
+    mj_step(m, traj);
+    rows = traj->nefc > 0;
+  }
+  if (rows && !tol_given) tol = 1e-6;
   if (resets)
     printf("steps: MuJoCo's own trajectory from this random start went unstable and was reset %d "
            "time%s (first at step %d): the comparisons from then on start from rest (another "
@@ -337,9 +353,13 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
     }
     mj_copyData(traj, m, start);
     mj_copyData(free_run, m, start);
-    double dqpos = 0, dqvel = 0, free_dqpos = 0;
+    double dqpos = 0, dqvel = 0, free_dqpos = 0, tight_mj = 0, tight_cfd = 0;
     int done = 0, free_steps = -1;  // free_steps: where the free run was refused, -1 when never
     for (; done < steps; done++) {
+      if (rows) {
+        mj_copyData(tight, m, traj);
+        mj_step(mt, tight);
+      }
       mj_copyData(one, m, traj);
       if (chainfd_stepper_step(s, m, one)) {
         printf("%s error: step %d: %s\n", name, done, chainfd_last_error());
@@ -350,11 +370,19 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
       mj_step(m, traj);
       dqpos = cfd_worst(dqpos, max_abs_diff(one->qpos, traj->qpos, nq));
       dqvel = cfd_worst(dqvel, max_scaled_diff(one->qvel, traj->qvel, nv));
+      if (rows) {
+        tight_mj = cfd_worst(tight_mj, max_scaled_diff(traj->qvel, tight->qvel, nv));
+        tight_cfd = cfd_worst(tight_cfd, max_scaled_diff(one->qvel, tight->qvel, nv));
+      }
       if (free_steps < 0) free_dqpos = cfd_worst(free_dqpos, max_abs_diff(free_run->qpos, traj->qpos, nq));
     }
     int pass = done == steps && dqpos <= tol && dqvel <= tol;
     printf("%s max_abs_dqpos=%.3e max_abs_dqvel=%.3e steps=%d%s\n", name, dqpos, dqvel, done,
            pass ? "" : "  FAIL");
+    if (rows)
+      printf("  (information) constraint rows: against one mj_step with MuJoCo's solver at "
+             "tolerance 1e-14: chainfd_step max_abs_dqvel=%.3e, mj_step at the model's tolerance "
+             "%.0e max_abs_dqvel=%.3e\n", tight_cfd, m->opt.tolerance, tight_mj);
     if (free_steps >= 0)
       printf("  (information) free-running chainfd_step stopped at step %d: %s\n", free_steps,
              chainfd_last_error());
@@ -365,6 +393,8 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
     chainfd_stepper_free(s);
   }
 done:
+  mj_deleteModel(mt);
+  mj_deleteData(tight);
   mj_deleteData(free_run);
   mj_deleteData(one);
   mj_deleteData(traj);
@@ -424,7 +454,7 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
     }
     worst_smooth = cfd_worst(worst_smooth, cfd_rel_err_inf(smooth, d->qacc_smooth, nv));
     cfd_csolve_stats st;
-    cfd_csolve_out out = {got, NULL, NULL, NULL, NULL, 0};
+    cfd_csolve_out out = {got, NULL, NULL, NULL, NULL, NULL, 0};
     if (cfd_csolver_solve(cs, m, d, smooth, &opt, &out, &st, err, sizeof err)) {
       printf("cpu.fast (constraints) error at state %d (nefc %d): %s\n", s, (int)d->nefc, err);
       failed = 1;
@@ -456,7 +486,8 @@ int cfd_cmd_check(int argc, char** argv) {
   double tol = 1e-10;
   const char* prog = "chainfd check";
   int steps = 0;             // --steps N: also compare N steps of chainfd_step against mj_step
-  double steps_tol = 1e-8;   // their largest |qpos| difference
+  double steps_tol = 1e-8;   // their largest |qpos| difference (1e-6 where constraint rows are
+  int steps_tol_given = 0;   // active: MuJoCo's solver stops at the model's tolerance)
   int constraints = 0;       // --constraints: the constraint solver against MuJoCo's (tol 1e-8)
   int tol_given = 0;
   for (int i = 0; i < argc; i++) {
@@ -476,6 +507,7 @@ int cfd_cmd_check(int argc, char** argv) {
       if (cfd_arg_int(prog, a, argv[++i], 0, 100000000, &steps)) return 2;
     } else if (!strcmp(a, "--steps-tol") && more) {
       if (cfd_arg_double(prog, a, argv[++i], 0, 1, &steps_tol)) return 2;
+      steps_tol_given = 1;
     } else if (a[0] != '-') path = a;
     else {
       fprintf(stderr, "chainfd check: unknown or incomplete option '%s'\n", a);
@@ -489,7 +521,14 @@ int cfd_cmd_check(int argc, char** argv) {
     return 1;
   }
   if (constraints) {
-    int rc = check_constraints(m, states, seed, tol_given ? tol : 1e-8);
+    // --steps first: one step at a time against mj_step under the model's own solver settings
+    int rc = 0;
+    if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol, steps_tol_given)) {
+      printf("FAILED: chainfd_step against mj_step: a step failed, or one step's qpos or scaled "
+             "qvel differs by more than %.1e\n", steps_tol_given ? steps_tol : 1e-6);
+      rc = 1;
+    }
+    rc |= check_constraints(m, states, seed, tol_given ? tol : 1e-8);
     mj_deleteModel(m);
     return rc;
   }
@@ -663,7 +702,7 @@ int cfd_cmd_check(int argc, char** argv) {
   }
   printf("cpu.id max_rel_err=%.3e states=%d (inverse dynamics vs mj_rne)\n", worst_id, states);
   if (!(worst_id <= tol)) failed = 1;
-  if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol)) {
+  if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol, steps_tol_given)) {
     printf("FAILED: chainfd_step against mj_step: a step failed, or one step's qpos or scaled qvel "
            "differs by more than %.1e\n", steps_tol);
     failed = 1;

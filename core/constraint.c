@@ -15,11 +15,18 @@
 // the Woodbury identity
 enum { ROW_COUPLED = 0, ROW_BODY = 1, ROW_DOF = 2 };
 
+// The kinds of body rows contact_row_wrench builds, by which geom's body moves (2), the contact's
+// dim (1, 3, 4, 6) and the row's place among its pyramid's (up to 10): one rule each
+#define CFD_ROW_KINDS (2 * 7 * 10)
+
 struct cfd_csolver {
   cfd_chain chain;     // m's chain with gravity zero: its inverse dynamics at qd = 0 is M a
   cfd_chain aug;       // the chain's arrays but the inertias, which are H0's (constraint.h)
   int n, nbody;
   int* body_link;      // nbody: the link whose frame is the body's weld root's; -1 on the world
+  // contact_row_wrench's rule checked against efc_J, by the row's kind (KIND_* below): 0 not yet,
+  // 1 it holds, 2 it does not (those rows are coupled rows)
+  unsigned char checked[CFD_ROW_KINDS];
   double* tree_work;   // aba_tree.h's scratch
   double* id_work;
   double* pose;        // n x 12: each link's (R, p) in its parent at this solve's q
@@ -29,7 +36,7 @@ struct cfd_csolver {
   int cap;
   int *kind, *link, *zone, *prev;
   double *w;           // k x 6: a body row's wrench in its link's frame; a dof row's coefficient
-  double *rows;        // k x 6: x, f, Jd, ref and scratch
+  double *rows;        // k x 6: x, f, Jd and scratch
   double* breaks;      // 2k
   // the coupled rows, grown to their count
   int ccap;
@@ -178,7 +185,7 @@ static void joint_forces(const cfd_csolver* cs, double* F, double* tau) {
 // then rotation; frictionless: the normal; pyramidal, pair k = 1 .. dim-1: normal +- mu_k row k.
 // Returns 0 with w the row's wrench in the body's frame, 1 when the row is not of that kind.
 static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjData* d, int i,
-                              int* link, double w[6]) {
+                              int* link, double w[6], int* kind) {
   int type = d->efc_type[i];
   if (type != mjCNSTR_CONTACT_FRICTIONLESS && type != mjCNSTR_CONTACT_PYRAMIDAL) return 1;
   const mjContact* con = d->contact + d->efc_id[i];
@@ -192,9 +199,12 @@ static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjD
   double sign = l1 >= 0 ? 1 : -1;
   const double* fr = con->frame;
   double u[3] = {fr[0], fr[1], fr[2]}, rot[3] = {0, 0, 0};
+  int r = i - con->efc_address;
+  if (r < 0 || r >= 10 || con->dim < 1 || con->dim > 6) return 1;
+  *kind = (l1 >= 0) + 2 * (con->dim + 7 * r);  // < 2 * 7 * 10
   if (type == mjCNSTR_CONTACT_PYRAMIDAL) {
-    int r = i - con->efc_address, k = r / 2 + 1;
-    if (r < 0 || k >= con->dim) return 1;
+    int k = r / 2 + 1;
+    if (k >= con->dim) return 1;
     double mu = con->friction[k - 1] * (r % 2 ? -1 : 1);
     const double* e = fr + 3 * (k <= 2 ? k : k - 3);
     for (int a = 0; a < 3; a++) {
@@ -217,48 +227,71 @@ static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjD
   return 0;
 }
 
-// Sorts the rows into body, dof and coupled rows (constraint.h); body rows are checked against
-// efc_J on a fixed pseudo-random vector, and one that does not match becomes coupled. The
-// coupled rows' J is expanded dense. Returns the number of coupled rows, or -1 out of memory.
+// Row i of efc_J times v, from MuJoCo's sparse or dense storage
+static double efc_row_dot(const mjModel* m, const mjData* d, int i, const double* v) {
+  double s = 0;
+  if (mj_isSparse(m)) {
+    int adr = d->efc_J_rowadr[i];
+    for (int t = 0; t < d->efc_J_rownnz[i]; t++) s += d->efc_J[adr + t] * v[d->efc_J_colind[adr + t]];
+  } else {
+    const double* Ji = d->efc_J + (size_t)i * m->nv;
+    for (int j = 0; j < m->nv; j++) s += Ji[j] * v[j];
+  }
+  return s;
+}
+
+// Sorts the rows into body, dof and coupled rows (constraint.h) and expands the coupled rows' J
+// dense. A dof row has one nonzero; a body row's wrench follows contact_row_wrench's rule, which
+// is checked against efc_J the first time each kind of row appears (J probe both ways, probe a
+// fixed pseudo-random vector, to a tolerance far above rounding and far below a wrong rule): a
+// kind whose rule fails makes coupled rows from then on. Returns the number of coupled rows, or
+// -1 out of memory.
 static int classify(cfd_csolver* cs, const mjModel* m, const mjData* d, int k, double* probe,
-                    double* ref, cfd_csolve_stats* st) {
-  int n = cs->n, sparse = mj_isSparse(m), kc = 0;
+                    cfd_csolve_stats* st) {
+  int n = cs->n, sparse = mj_isSparse(m), kc = 0, probed = 0;
   for (int i = 0; i < k; i++) {
+    int t = d->efc_type[i], kind;
+    cs->kind[i] = ROW_COUPLED;
+    if (t == mjCNSTR_CONTACT_FRICTIONLESS || t == mjCNSTR_CONTACT_PYRAMIDAL) {
+      if (contact_row_wrench(cs, m, d, i, cs->link + i, cs->w + 6 * i, &kind) ||
+          cs->checked[kind] == 2)
+        continue;
+      if (!cs->checked[kind]) {
+        if (!probed) {
+          unsigned long long r = 0x9E3779B97F4A7C15ull;
+          for (int j = 0; j < n; j++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            probe[j] = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
+          }
+          link_accelerations(cs, probe, cs->link6);
+          probed = 1;
+        }
+        const double* w = cs->w + 6 * i;
+        const double* A = cs->link6 + 6 * cs->link[i];
+        double ref = efc_row_dot(m, d, i, probe), got = cfd_dot6(w, A);
+        double size = sqrt(cfd_dot6(w, w) * cfd_dot6(A, A)) + fabs(ref);
+        cs->checked[kind] = fabs(got - ref) <= 1e-9 * size ? 1 : 2;
+        if (cs->checked[kind] == 2) continue;
+      }
+      cs->kind[i] = ROW_BODY;
+      continue;
+    }
     int nnz = 0, j = -1;
     double cj = 0;
     if (sparse) {
       int adr = d->efc_J_rowadr[i];
-      for (int t = 0; t < d->efc_J_rownnz[i]; t++)
-        if (d->efc_J[adr + t] != 0) nnz++, j = d->efc_J_colind[adr + t], cj = d->efc_J[adr + t];
+      for (int e = 0; e < d->efc_J_rownnz[i] && nnz < 2; e++)
+        if (d->efc_J[adr + e] != 0) nnz++, j = d->efc_J_colind[adr + e], cj = d->efc_J[adr + e];
     } else {
       const double* Ji = d->efc_J + (size_t)i * n;
-      for (int t = 0; t < n; t++)
-        if (Ji[t] != 0) nnz++, j = t, cj = Ji[t];
+      for (int e = 0; e < n && nnz < 2; e++)
+        if (Ji[e] != 0) nnz++, j = e, cj = Ji[e];
     }
     if (nnz == 1) {
       cs->kind[i] = ROW_DOF;
       cs->link[i] = j;
       cs->w[6 * i] = cj;
-    } else if (!contact_row_wrench(cs, m, d, i, cs->link + i, cs->w + 6 * i)) {
-      cs->kind[i] = ROW_BODY;
-    } else {
-      cs->kind[i] = ROW_COUPLED;
     }
-  }
-  // the check: J probe both ways, to a tolerance far above rounding and far below a wrong row
-  unsigned long long s = 0x9E3779B97F4A7C15ull;
-  for (int j = 0; j < n; j++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    probe[j] = (double)(s >> 11) / 9007199254740992.0 * 2 - 1;
-  }
-  mj_mulJacVec(m, d, ref, probe);
-  link_accelerations(cs, probe, cs->link6);
-  for (int i = 0; i < k; i++) {
-    if (cs->kind[i] != ROW_BODY) continue;
-    const double* w = cs->w + 6 * i;
-    const double* A = cs->link6 + 6 * cs->link[i];
-    double got = cfd_dot6(w, A), size = sqrt(cfd_dot6(w, w) * cfd_dot6(A, A)) + fabs(ref[i]);
-    if (!(fabs(got - ref[i]) <= 1e-9 * size)) cs->kind[i] = ROW_COUPLED;
   }
   st->rows_body = st->rows_dof = 0;
   for (int i = 0; i < k; i++) {
@@ -412,14 +445,14 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
   if (grow(cs, k)) { snprintf(err, err_size, "out of memory for %d constraint rows", k); return 1; }
   double *q = cs->vec, *zero = q + n, *e = zero + n, *Me = e + n, *u = Me + n, *dir = u + n,
          *Md = dir + n, *grad = Md + n, *xdiag = grad + n, *probe = xdiag + n;
-  double *x = cs->rows, *f = x + k, *Jd = f + k, *ref = Jd + k;
+  double *x = cs->rows, *f = x + k, *Jd = f + k;
   cfd_chain_q_from_qpos(&cs->chain, d->qpos, q);
   for (int j = 0; j < n; j++) zero[j] = 0;
   for (int i = 0; i < n; i++) cfd_link_pose(&cs->chain, i, q, 1, cs->pose + 12 * i, cs->pose + 12 * i + 9);
-  int kc = classify(cs, m, d, k, probe, ref, &st);
+  int kc = classify(cs, m, d, k, probe, &st);
   if (kc < 0) { snprintf(err, err_size, "out of memory for %d constraint rows", k); return 1; }
-  // x at qacc_smooth, as MuJoCo's efc_b
-  mj_mulJacVec(m, d, x, qacc_smooth);
+  // x at qacc_smooth: MuJoCo's efc_b (to rounding), in O(n + k) for the body and dof rows
+  rows_times(cs, k, kc, qacc_smooth, x);
   for (int i = 0; i < k; i++) x[i] -= d->efc_aref[i];
   if (out->efc_b) memcpy(out->efc_b, x, sizeof(double) * k);
 
@@ -533,6 +566,7 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     eMe = dot(e, Me, n);
   }
   if (out->efc_force) memcpy(out->efc_force, f, sizeof(double) * k);
+  if (out->qfrc_constraint) rows_transpose_times(cs, k, kc, f, out->qfrc_constraint);
   if (out->efc_state) memcpy(out->efc_state, cs->zone, sizeof(int) * k);
   st.cost = cost;
   if (stats) *stats = st;

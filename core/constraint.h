@@ -70,7 +70,8 @@ typedef struct cfd_csolve_stats {
 
 // Where a solve writes: qacc (nv) always; the others where not NULL. efc_force and efc_state
 // (nefc each): the rows' forces -s_i'(J_i a - aref_i) and zones (mjCNSTRSTATE_*); efc_b (nefc):
-// J qacc_smooth - aref, as mj_fwdConstraint sets it; trace: one entry per Newton step, up to
+// J qacc_smooth - aref, as mj_fwdConstraint sets it (to rounding); qfrc_constraint (nv):
+// J^T efc_force; trace: one entry per Newton step, up to
 // trace_size, as MuJoCo fills mjData.solver (improvement and gradient scaled as MuJoCo scales
 // them, lineslope the slope along the direction at its start, neval the line search's pieces).
 typedef struct cfd_csolve_out {
@@ -78,6 +79,7 @@ typedef struct cfd_csolve_out {
   double* efc_force;
   int* efc_state;
   double* efc_b;
+  double* qfrc_constraint;
   mjSolverStat* trace;
   int trace_size;
 } cfd_csolve_out;

@@ -6,8 +6,8 @@
 // velocity stage (passive forces, bias), actuation, qacc = M^-1 qfrc_smooth and the constraint
 // solver. Here every stage is MuJoCo's own function except the mass matrix and its factorisation
 // (not needed: chainfd computes qacc from the chain) and the constraint solver: MuJoCo builds the
-// rows, chainfd's solver (core/constraint.h) finds qacc, efc_force, efc_state, and
-// qfrc_constraint = J^T efc_force follows. The integrators need M only through solves with
+// rows, chainfd's solver (core/constraint.h) finds qacc, efc_force, efc_state and
+// qfrc_constraint = J^T efc_force. The integrators need M only through solves with
 // M + diag(D), which chainfd does directly through its joint-diagonal term, with the constraint
 // force added to the smooth force as MuJoCo adds it:
 //   Euler:         D = h * dB/dv  for joint damping B (with actuator damping and polynomial terms)
@@ -560,10 +560,10 @@ static int solve_constraints(chainfd_stepper* s, const mjModel* m, mjData* d) {
   // changes zone, which the gradient test rarely preempts
   cfd_csolve_opt opt = {m->opt.tolerance > 0 ? fmin(m->opt.tolerance, 1e-10) : 0,
                         m->opt.iterations > 100 ? m->opt.iterations : 100};
-  memset(d->solver, 0, sizeof(d->solver));
-  memset(d->solver_niter, 0, sizeof(d->solver_niter));
+  memset(d->solver_niter, 0, sizeof(d->solver_niter));  // (d->solver: its first entries written)
   memset(d->solver_nnz, 0, sizeof(d->solver_nnz));
-  cfd_csolve_out out = {s->qacc_con, d->efc_force, d->efc_state, d->efc_b, d->solver, mjNSOLVER};
+  cfd_csolve_out out = {s->qacc_con, d->efc_force, d->efc_state, d->efc_b, d->qfrc_constraint,
+                        d->solver, mjNSOLVER};
   cfd_csolve_stats st;
   char err[MSG_SIZE - 64];
   if (cfd_csolver_solve(s->csolver, m, d, s->qacc_eval, &opt, &out, &st, err, sizeof err)) {
@@ -571,7 +571,6 @@ static int solve_constraints(chainfd_stepper* s, const mjModel* m, mjData* d) {
     return 1;
   }
   d->solver_niter[0] = st.iterations < mjNSOLVER ? st.iterations : mjNSOLVER;
-  mj_mulJacTVec(m, d, d->qfrc_constraint, d->efc_force);
   for (int i = 0; i < nv; i++) s->tau_con[i] = s->tau[i] + d->qfrc_constraint[i];
   s->constrained = 1;
   timer_end(d, mjTIMER_CONSTRAINT, start);
