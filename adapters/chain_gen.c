@@ -451,6 +451,10 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   if (g->timestep > 0) spec->option.timestep = g->timestep;
   if (g->floor > 0) {  // the floor takes contacts (conaffinity), the links make them (contype)
     spec->option.cone = mjCONE_PYRAMIDAL;
+    // MuJoCo's arena for up to 2 contacts of 4 pyramid rows a link, each row dense over the
+    // chain (efc_J, its solver's copies and the dense Hessian): its default is far smaller
+    double dofs = 3.0 * n + 6, bytes = 8.0 * n * dofs * 8 * 6 + 64e6;
+    spec->memory = (mjtSize)bytes;
     mjsGeom* plane = mjs_addGeom(mjs_findBody(spec, "world"), NULL);
     mjs_setName(plane->element, "floor");
     plane->type = mjGEOM_PLANE;

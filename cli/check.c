@@ -432,7 +432,7 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
   double* got = malloc(sizeof(double) * nv);
   double worst = 0, worst_smooth = 0;
   cfd_rng rng = {seed};
-  cfd_csolve_opt opt = {1e-12, 200};
+  cfd_csolve_opt opt = {1e-12, 200, NULL};
   for (int s = 0; s < states && d && smooth && got; s++) {
     mj_resetData(m, d);
     if (m->nkey > 0 && s < states / 2) {  // a keyframe, its qpos and qvel with noise

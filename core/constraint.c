@@ -19,6 +19,12 @@ enum { ROW_COUPLED = 0, ROW_BODY = 1, ROW_DOF = 2 };
 // dim (1, 3, 4, 6) and the row's place among its pyramid's (up to 10): one rule each
 #define CFD_ROW_KINDS (2 * 7 * 10)
 
+// A point along the line search's direction where a row changes zone
+typedef struct breakpoint {
+  double alpha;
+  int row;
+} breakpoint;
+
 struct cfd_csolver {
   cfd_chain chain;     // m's chain with gravity zero: its inverse dynamics at qd = 0 is M a
   cfd_chain aug;       // the chain's arrays but the inertias, which are H0's (constraint.h)
@@ -28,16 +34,18 @@ struct cfd_csolver {
   // 1 it holds, 2 it does not (those rows are coupled rows)
   unsigned char checked[CFD_ROW_KINDS];
   double* tree_work;   // aba_tree.h's scratch
-  double* id_work;
+  double* fast_work;   // cpu.fast's prepared chain: H0^-1 where no body row adds inertia
   double* pose;        // n x 12: each link's (R, p) in its parent at this solve's q
   double* link6;       // n x 6: link accelerations, or wrenches
+  double* force6;      // n x 6: wrenches
   double* vec;         // 10 n
   // per row, grown to the rows' count
   int cap;
   int *kind, *link, *zone, *prev;
   double *w;           // k x 6: a body row's wrench in its link's frame; a dof row's coefficient
   double *rows;        // k x 6: x, f, Jd and scratch
-  double* breaks;      // 2k
+  breakpoint* breaks;  // 2k: the line search's
+  int* zone_ls;        // k: the line search's zones
   // the coupled rows, grown to their count
   int ccap;
   int *cidx, *cact;    // the rows' indices; the active ones among them
@@ -48,10 +56,11 @@ void cfd_csolver_free(cfd_csolver* cs) {
   if (!cs) return;
   free(cs->aug.inertia);
   cfd_chain_free(&cs->chain);
-  free(cs->body_link); free(cs->tree_work); free(cs->id_work); free(cs->pose); free(cs->link6);
+  free(cs->body_link); free(cs->tree_work); free(cs->fast_work); free(cs->pose); free(cs->link6);
+  free(cs->force6);
   free(cs->vec);
   free(cs->kind); free(cs->link); free(cs->zone); free(cs->prev); free(cs->w); free(cs->rows);
-  free(cs->breaks);
+  free(cs->breaks); free(cs->zone_ls);
   free(cs->cidx); free(cs->cact); free(cs->J); free(cs->Y); free(cs->S); free(cs->cz);
   free(cs);
 }
@@ -67,17 +76,19 @@ cfd_csolver* cfd_csolver_create(const mjModel* m, char* err, int err_size) {
   cs->nbody = (int)m->nbody;
   cs->body_link = malloc(sizeof(int) * (size_t)m->nbody);
   cs->tree_work = malloc(sizeof(double) * CFD_ABA_TREE_LINK_DOUBLES * (size_t)n);
-  cs->id_work = malloc(sizeof(double) * cfd_id_work_size(n));
+  cs->fast_work = malloc(sizeof(double) * cfd_fast_work_size(n));
   cs->pose = malloc(sizeof(double) * 12 * (size_t)n);
   cs->link6 = malloc(sizeof(double) * 6 * (size_t)n);
+  cs->force6 = malloc(sizeof(double) * 6 * (size_t)n);
   cs->vec = malloc(sizeof(double) * 10 * (size_t)n);
-  if (!cs->aug.inertia || !cs->body_link || !cs->tree_work || !cs->id_work || !cs->pose ||
-      !cs->link6 || !cs->vec) {
+  if (!cs->aug.inertia || !cs->body_link || !cs->tree_work || !cs->fast_work ||
+      !cs->pose || !cs->link6 || !cs->force6 || !cs->vec) {
     snprintf(err, err_size, "out of memory for a chain of %d links", n);
     cfd_csolver_free(cs);
     return NULL;
   }
   // a body's frame is that of the last link made from it (its joints' links end there)
+  cfd_fast_prepare(&cs->chain, cs->fast_work);  // (nonzero: its solves take the tree sweeps)
   for (int b = 0; b < m->nbody; b++) cs->body_link[b] = -1;
   for (int i = 0; i < n; i++)
     if (cs->chain.body[i] >= 0) cs->body_link[cs->chain.body[i]] = i;
@@ -88,15 +99,17 @@ static int grow(cfd_csolver* cs, int k) {
   if (k <= cs->cap) return 0;
   size_t kk = (size_t)k;
   free(cs->kind); free(cs->link); free(cs->zone); free(cs->prev); free(cs->w); free(cs->rows);
-  free(cs->breaks);
+  free(cs->breaks); free(cs->zone_ls);
   cs->kind = malloc(sizeof(int) * kk);
   cs->link = malloc(sizeof(int) * kk);
   cs->zone = malloc(sizeof(int) * kk);
   cs->prev = malloc(sizeof(int) * kk);
   cs->w = malloc(sizeof(double) * 6 * kk);
   cs->rows = malloc(sizeof(double) * 6 * kk);
-  cs->breaks = malloc(sizeof(double) * 2 * kk);
-  cs->cap = cs->kind && cs->link && cs->zone && cs->prev && cs->w && cs->rows && cs->breaks ? k : 0;
+  cs->breaks = malloc(sizeof(breakpoint) * 2 * kk);
+  cs->zone_ls = malloc(sizeof(int) * kk);
+  cs->cap = cs->kind && cs->link && cs->zone && cs->prev && cs->w && cs->rows && cs->breaks &&
+                    cs->zone_ls ? k : 0;
   return cs->cap ? 0 : 1;
 }
 
@@ -327,6 +340,20 @@ static void rows_times(const cfd_csolver* cs, int k, int kc, const double* v, do
   for (int c = 0; c < kc; c++) Jv[cs->cidx[c]] = dot(cs->J + (size_t)c * cs->n, v, cs->n);
 }
 
+// Jv = J v and Mv = M v (armature included) for one vector: the links' accelerations from one
+// sweep out serve both; M v gathers the links' inertial wrenches J_i A_i back in (inverse dynamics
+// at rest, without gravity, on the poses of this solve).
+static void rows_and_mass_times(cfd_csolver* cs, int k, int kc, const double* v, double* Jv,
+                                double* Mv) {
+  int n = cs->n;
+  rows_times(cs, k, kc, v, Jv);
+  for (int i = 0; i < n; i++) {
+    cfd_mat6_vec(cs->chain.inertia + 36 * (size_t)i, cs->link6 + 6 * i, cs->force6 + 6 * i);
+    Mv[i] = cs->chain.armature[i] * v[i];
+  }
+  joint_forces(cs, cs->force6, Mv);
+}
+
 // out = J^T f
 static void rows_transpose_times(cfd_csolver* cs, int k, int kc, const double* f, double* out) {
   int n = cs->n;
@@ -349,32 +376,26 @@ static void rows_transpose_times(cfd_csolver* cs, int k, int kc, const double* f
 
 // --- the line search ---------------------------------------------------------------------------
 
-// phi'(alpha) along the direction: dMe + alpha dMd - sum_i Jd_i f_i(x_i + alpha Jd_i), and the
-// slope of that (phi''), from the rows' zones at alpha
-static void line_slope(const mjData* d, int k, const double* x, const double* Jd, double dMe,
-                       double dMd, double alpha, double* g, double* h) {
-  double gs = dMe + alpha * dMd, hs = dMd;
-  for (int i = 0; i < k; i++) {
-    if (Jd[i] == 0) continue;
-    double xi = x[i] + alpha * Jd[i];
-    int z = row_zone(d->efc_type[i], xi, d->efc_R[i], d->efc_frictionloss[i]);
-    gs -= Jd[i] * row_force(z, xi, d->efc_D[i], d->efc_frictionloss[i]);
-    if (z == Z_QUAD) hs += d->efc_D[i] * Jd[i] * Jd[i];
-  }
-  *g = gs;
-  *h = hs;
+// Row i's share of phi'(alpha) along the direction, -Jd_i f_i(x_i + alpha Jd_i), in zone z: c0 +
+// alpha c1 (constraint.h's s_i, differentiated)
+static void row_slope(const mjData* d, int i, int z, double x, double Jd, double* c0, double* c1) {
+  double D = d->efc_D[i], fl = d->efc_frictionloss[i];
+  *c0 = z == Z_QUAD ? D * Jd * x : z == Z_NEG ? -Jd * fl : z == Z_POS ? Jd * fl : 0;
+  *c1 = z == Z_QUAD ? D * Jd * Jd : 0;
 }
 
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
+static int cmp_breakpoint(const void* a, const void* b) {
+  double x = ((const breakpoint*)a)->alpha, y = ((const breakpoint*)b)->alpha;
   return x < y ? -1 : x > y;
 }
 
-// The exact minimiser of phi along the direction: phi' is piecewise linear and nondecreasing, its
-// pieces ending where a row changes zone; walk the pieces in order to the one holding the root.
-// *pieces: how many were evaluated.
+// The exact minimiser of phi along the direction. phi' = dMe + alpha dMd - sum_i Jd_i f_i is
+// continuous, nondecreasing and piecewise linear, its pieces ending where a row changes zone (its
+// breakpoints); walked in order, each crossing changes one row's share of the line G + alpha H, so
+// the walk costs O(k log k) for the sort and O(1) a piece. *pieces: how many were walked.
 static double line_search(cfd_csolver* cs, const mjData* d, int k, const double* x,
                           const double* Jd, double dMe, double dMd, int* pieces) {
+  breakpoint* bp = cs->breaks;
   int nb = 0;
   for (int i = 0; i < k; i++) {
     if (Jd[i] == 0) continue;
@@ -383,31 +404,57 @@ static double line_search(cfd_csolver* cs, const mjData* d, int k, const double*
     if (t == mjCNSTR_EQUALITY) continue;
     if (is_friction(t)) {
       double a1 = (-Rf - x[i]) / Jd[i], a2 = (Rf - x[i]) / Jd[i];
-      if (a1 > 0) cs->breaks[nb++] = a1;
-      if (a2 > 0) cs->breaks[nb++] = a2;
+      if (a1 > 0) bp[nb++] = (breakpoint){a1, i};
+      if (a2 > 0) bp[nb++] = (breakpoint){a2, i};
     } else {
       double a0 = -x[i] / Jd[i];
-      if (a0 > 0) cs->breaks[nb++] = a0;
+      if (a0 > 0) bp[nb++] = (breakpoint){a0, i};
     }
   }
-  qsort(cs->breaks, (size_t)nb, sizeof(double), cmp_double);
-  double lo = 0;
-  *pieces = 0;
+  qsort(bp, (size_t)nb, sizeof(breakpoint), cmp_breakpoint);
+  // the line on the first piece, from the zones inside it
+  double G = dMe, H = dMd, lo = 0, mid = nb ? 0.5 * bp[0].alpha : 1, c0, c1;
+  for (int i = 0; i < k; i++) {
+    if (Jd[i] == 0) continue;
+    int z = row_zone(d->efc_type[i], x[i] + mid * Jd[i], d->efc_R[i], d->efc_frictionloss[i]);
+    cs->zone_ls[i] = z;
+    row_slope(d, i, z, x[i], Jd[i], &c0, &c1);
+    G += c0;
+    H += c1;
+  }
+  *pieces = 1;
   for (int b = 0; b <= nb; b++) {
-    double hi = b < nb ? cs->breaks[b] : INFINITY;
-    // phi' on (lo, hi) is linear: evaluate inside the piece, where every zone is settled
-    double mid = b < nb ? 0.5 * (lo + hi) : lo + 1;
-    double g, h;
-    line_slope(d, k, x, Jd, dMe, dMd, mid, &g, &h);
-    ++*pieces;
-    double root = mid - g / h;  // (h >= dMd > 0)
+    double hi = b < nb ? bp[b].alpha : INFINITY;
+    double root = -G / H;  // (H >= dMd > 0)
     if (root <= hi) return root > lo ? root : lo;
+    // cross: row i takes its zone inside the next piece (past any breakpoints tied with this one)
+    int i = bp[b].row, next = b + 1;
+    while (next < nb && bp[next].alpha <= hi) next++;
+    mid = next < nb ? 0.5 * (hi + bp[next].alpha) : hi + 1 + hi;
+    int z = row_zone(d->efc_type[i], x[i] + mid * Jd[i], d->efc_R[i], d->efc_frictionloss[i]);
+    row_slope(d, i, cs->zone_ls[i], x[i], Jd[i], &c0, &c1);
+    G -= c0;
+    H -= c1;
+    row_slope(d, i, z, x[i], Jd[i], &c0, &c1);
+    G += c0;
+    H += c1;
+    cs->zone_ls[i] = z;
     lo = hi;
+    ++*pieces;
   }
   return lo;
 }
 
 // --- the solve ---------------------------------------------------------------------------------------
+
+// out = H0^-1 g (constraint.h): the ABA at rest without gravity, its inertias augmented by the body
+// rows where any is active (nab), the dof rows' terms on the joint diagonal xdiag. Nonzero when a
+// pivot is not positive.
+static int h0_solve(cfd_csolver* cs, int nab, const double* q, const double* zero, const double* g,
+                    const double* xdiag, double* out) {
+  if (nab) return cfd_aba_tree(&cs->aug, q, zero, g, xdiag, out, 1, cs->tree_work, 1) != CFD_OK;
+  return cfd_fd_fast_prepared(&cs->chain, q, zero, g, xdiag, out, cs->fast_work) != CFD_OK;
+}
 
 int cfd_csolver_takes(const mjModel* m, const mjData* d, char* err, int err_size) {
   for (int i = 0; i < d->nefc; i++)
@@ -461,6 +508,30 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
   for (int j = 0; j < n; j++) e[j] = Me[j] = 0;
   for (int i = 0; i < k; i++) cs->prev[i] = -1;
   double cost = 0, eMe = 0, last_gradient = INFINITY;
+  // the warm start, as MuJoCo's: from opt->warmstart where the cost is lower there than at
+  // qacc_smooth (the last step's acceleration: often one Newton step from the answer)
+  if (opt->warmstart) {
+    double cost0 = 0, costw;
+    for (int i = 0; i < k; i++) {
+      int zi = row_zone(d->efc_type[i], x[i], d->efc_R[i], d->efc_frictionloss[i]);
+      cost0 += row_cost(zi, x[i], d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
+    }
+    for (int j = 0; j < n; j++) dir[j] = opt->warmstart[j] - qacc_smooth[j];
+    rows_and_mass_times(cs, k, kc, dir, Jd, Md);
+    costw = 0.5 * dot(dir, Md, n);
+    for (int i = 0; i < k; i++) {
+      double xi = x[i] + Jd[i];
+      int zi = row_zone(d->efc_type[i], xi, d->efc_R[i], d->efc_frictionloss[i]);
+      costw += row_cost(zi, xi, d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
+    }
+    if (costw < cost0) {
+      memcpy(qacc, opt->warmstart, sizeof(double) * n);
+      memcpy(e, dir, sizeof(double) * n);
+      memcpy(Me, Md, sizeof(double) * n);
+      for (int i = 0; i < k; i++) x[i] += Jd[i];
+      eMe = dot(e, Me, n);
+    }
+  }
   int status = 1, settled = 0;
   for (st.iterations = 0;; st.iterations++) {
     // the rows' zones and forces at qacc; the gradient M e - J^T f; the cost
@@ -502,9 +573,9 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     if (st.iterations >= opt->max_iter) break;
 
     // H0: the body and dof rows in their quadratic zone added to the inertias and the diagonal
-    memcpy(cs->aug.inertia, cs->chain.inertia, sizeof(double) * 36 * (size_t)n);
+    // (no body row: the inertias are M's, and cpu.fast's prepared sweeps apply H0^-1)
+    int nab = 0;
     for (int j = 0; j < n; j++) xdiag[j] = 0;
-    int nca = 0;
     for (int i = 0; i < k; i++) {
       if (cs->zone[i] != Z_QUAD) continue;
       const double* w = cs->w + 6 * i;
@@ -512,20 +583,19 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
       if (cs->kind[i] == ROW_DOF) {
         xdiag[cs->link[i]] += D * w[0] * w[0];
       } else if (cs->kind[i] == ROW_BODY) {
+        if (!nab++) memcpy(cs->aug.inertia, cs->chain.inertia, sizeof(double) * 36 * (size_t)n);
         double* I = cs->aug.inertia + 36 * (size_t)cs->link[i];
         for (int r = 0; r < 6; r++)
           for (int c = 0; c < 6; c++) I[6 * r + c] += D * w[r] * w[c];
       }
     }
+    int nca = 0;
     for (int c = 0; c < kc; c++)
       if (cs->zone[cs->cidx[c]] == Z_QUAD) cs->cact[nca++] = c;
     // u = H0^-1 grad; the coupled active rows by Woodbury: dir = -(u - Y (R + J Y)^-1 J u)
-    int bad = cfd_aba_tree(&cs->aug, q, zero, grad, xdiag, u, 1, cs->tree_work, 1);
-    for (int a = 0; a < nca && !bad; a++) {
-      size_t c = (size_t)cs->cact[a];
-      bad = cfd_aba_tree(&cs->aug, q, zero, cs->J + c * n, xdiag, cs->Y + (size_t)a * n, 1,
-                         cs->tree_work, 1);
-    }
+    int bad = h0_solve(cs, nab, q, zero, grad, xdiag, u);
+    for (int a = 0; a < nca && !bad; a++)
+      bad = h0_solve(cs, nab, q, zero, cs->J + (size_t)cs->cact[a] * n, xdiag, cs->Y + (size_t)a * n);
     double *S = cs->S, *r = cs->cz, *z = r + nca;
     for (int a = 0; a < nca && !bad; a++) {
       const double* Ja = cs->J + (size_t)cs->cact[a] * n;
@@ -543,10 +613,8 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     for (int j = 0; j < n; j++) dir[j] = -u[j];
     for (int a = 0; a < nca; a++)
       for (int j = 0; j < n; j++) dir[j] += cs->Y[(size_t)a * n + j] * z[a];
-    // M dir by inverse dynamics (no gravity, no velocity; armature added as M has it)
-    cfd_id_cpu(&cs->chain, q, zero, dir, Md, cs->id_work);
-    for (int j = 0; j < n; j++) Md[j] += cs->chain.armature[j] * dir[j];
-    rows_times(cs, k, kc, dir, Jd);
+    // J dir, and M dir (armature added as M has it)
+    rows_and_mass_times(cs, k, kc, dir, Jd, Md);
     double dMd = dot(dir, Md, n), dMe = dot(dir, Me, n);
     if (!(dMd > 0)) { status = 0; break; }  // no direction left: at the minimum
     int pieces;

@@ -57,6 +57,8 @@ int cfd_csolver_takes(const mjModel* m, const mjData* d, char* why, int size);
 typedef struct cfd_csolve_opt {
   double tol;
   int max_iter;
+  const double* warmstart;  // nv, or NULL: a start tried besides qacc_smooth (MuJoCo's
+                            // qacc_warmstart), taken where the cost is lower
 } cfd_csolve_opt;
 
 // The statistics of a solve.

@@ -559,7 +559,8 @@ static int solve_constraints(chainfd_stepper* s, const mjModel* m, mjData* d) {
   // MuJoCo's tolerance or tighter: Newton on this piecewise quadratic ends exactly once no row
   // changes zone, which the gradient test rarely preempts
   cfd_csolve_opt opt = {m->opt.tolerance > 0 ? fmin(m->opt.tolerance, 1e-10) : 0,
-                        m->opt.iterations > 100 ? m->opt.iterations : 100};
+                        m->opt.iterations > 100 ? m->opt.iterations : 100,
+                        disabled(m, mjDSBL_WARMSTART) ? NULL : d->qacc_warmstart};
   memset(d->solver_niter, 0, sizeof(d->solver_niter));  // (d->solver: its first entries written)
   memset(d->solver_nnz, 0, sizeof(d->solver_nnz));
   cfd_csolve_out out = {s->qacc_con, d->efc_force, d->efc_state, d->efc_b, d->qfrc_constraint,
