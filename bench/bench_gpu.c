@@ -728,6 +728,96 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 }
 
 
+// ---- rollouts with joint limits and friction loss against the same rollouts without ----------------
+// The arm as it is, and with every joint limited to +-LIM_RANGE rad and a friction loss (rows in
+// most of the random states and along their rollouts: rollout_step.h solves them in the step),
+// resident on the device, H = 64, the same starts and controls; the arm without rows also by one
+// thread per instance, the kernel the limited arm takes. Medians of 7 runs, us per batch.
+#define LIM_RANGE 0.5
+#define LIM_FRICTIONLOSS 0.05
+static double rollout_resident_us(chainfd_rollout* r, int B, int H, const double* dinit,
+                                  const double* dctrl, double* dout, const cfd_gpu_tuning* t) {
+  char err[512];
+  double reps[7];
+  cfd_rollout_set_tuning(r, t, err, sizeof err);
+  if (chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err)) {
+    fprintf(stderr, "rollout: %s\n", err);
+    return 0;
+  }
+  for (int k = 0; k < 7; k++) {
+    double a = now();
+    chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err);
+    reps[k] = now() - a;
+  }
+  cfd_rollout_set_tuning(r, NULL, err, sizeof err);
+  return cfd_median(reps, 7) * 1e6;
+}
+
+static void rollout_limits(const char* spec, int maxB) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  mjModel* ml = cfd_load_model(spec, err, sizeof err);
+  if (!m || !ml) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  for (int j = 0; j < ml->njnt; j++) {
+    ml->jnt_limited[j] = 1;
+    ml->jnt_range[2 * j] = -LIM_RANGE;
+    ml->jnt_range[2 * j + 1] = LIM_RANGE;
+    ml->dof_frictionloss[ml->jnt_dofadr[j]] = LIM_FRICTIONLOSS;
+  }
+  int n = m->nv, nu = m->nu, nx = 2 * n, H = 64;
+  chainfd_rollout *r, *rl;
+  if (chainfd_rollout_create(m, 0, &r, err, sizeof err) ||
+      chainfd_rollout_create(ml, 0, &rl, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  printf("\n== rollouts with limits (+-%g rad) and friction loss (%g) on every joint: %s, H = %d, "
+         "resident, us per batch ==\n", LIM_RANGE, LIM_FRICTIONLOSS, spec, H);
+  printf("%7s %14s %14s %14s %10s %10s %16s\n", "B", "no rows", "no rows thread", "rows",
+         "rows/no", "rows/thr", "rows at start");
+  mjData* d = mj_makeData(ml);
+  for (int B = 1024; B <= maxB; B *= 4) {
+    double* init = NEED(malloc(sizeof(double) * (size_t)B * nx));
+    double* ctrl = NEED(malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1)));
+    cfd_rng rng = {11};
+    long with_rows = 0;
+    for (int b = 0; b < B; b++) {
+      mj_resetData(ml, d);
+      cfd_random_state(ml, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+      for (int i = 0; i < ml->nq; i++) d->qpos[i] *= 0.5;  // about half inside the limits
+      chainfd_rollout_get_state(ml, d, init + (size_t)b * nx);
+      if (b < 256) {  // how many starts have a limit row (friction rows: always)
+        mj_forward(ml, d);
+        with_rows += d->nl > 0;
+      }
+    }
+    for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+    double *dinit, *dctrl, *dout;
+    cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
+    cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+    cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
+    cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
+    cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+    cfd_gpu_tuning thread = {.rollout_thread = 1};
+    double t0 = rollout_resident_us(r, B, H, dinit, dctrl, dout, NULL);
+    double t1 = rollout_resident_us(r, B, H, dinit, dctrl, dout, &thread);
+    double t2 = rollout_resident_us(rl, B, H, dinit, dctrl, dout, NULL);
+    printf("%7d %14.1f %14.1f %14.1f %9.2fx %9.2fx %13.0f%%\n", B, t0, t1, t2, t2 / t0, t2 / t1,
+           100.0 * with_rows / (B < 256 ? B : 256));
+    emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident", t0, 0, 0);
+    emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident.thread_per_instance", t1, 0, 0);
+    emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident.limits_frictionloss", t2, 0, 0);
+    fflush(stdout);
+    cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
+    free(init); free(ctrl);
+  }
+  mj_deleteData(d);
+  chainfd_rollout_free(r);
+  chainfd_rollout_free(rl);
+  mj_deleteModel(m);
+  mj_deleteModel(ml);
+}
+
 // ---- rollouts of one long chain or a few: per step, GPU against mj_step ---------------------------
 // Past 256 links and up to 1024 instances each step's dynamics is the scan kernel's (two launches a
 // step); the lanes kernel, which takes the links in turn, beside it. MuJoCo's mj_step costs the
@@ -973,7 +1063,7 @@ int main(int argc, char** argv) {
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu|trees] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees] [--cfa-steps K]\n");
       return 2;
     }
   }
@@ -982,12 +1072,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
-                                      "rollout_long", "multigpu", "trees"};
+                                      "rollout_limits", "rollout_long", "multigpu", "trees"};
   int known = !only;
-  for (int k = 0; k < 9 && !known; k++) known = !strcmp(only, parts[k]);
+  for (int k = 0; k < 10 && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
-    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_long, "
-            "multigpu or trees, not '%s'\n", prog, only);
+    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_limits, "
+            "rollout_long, multigpu or trees, not '%s'\n", prog, only);
     return 2;
   }
   if (cfd_gpu_device_count() == 0) {
@@ -1030,6 +1120,7 @@ int main(int argc, char** argv) {
     rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
              maxB, cores, budget);
   }
+  if (!only || !strcmp(only, "rollout_limits")) rollout_limits(arm, maxB);
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",
                   cores, budget);

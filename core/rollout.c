@@ -102,14 +102,30 @@ static int check_model(const mjModel* m, char* err, int size) {
         return refuse(err, size, "actuator %s has nonlinear damping", an);
     if (m->actuator_ctrlnum[a] != 1) return refuse(err, size, "actuator %s has several controls", an);
   }
-  if (!off(m, mjDSBL_CONSTRAINT)) {  // constraints are not rolled out: they must be impossible
+  if (!off(m, mjDSBL_CONSTRAINT)) {
+    // rolled out: limits and friction loss of hinges and slides (rollout_step.h); the rest must be
+    // impossible
     if (m->neq > 0 && !off(m, mjDSBL_EQUALITY))
       return refuse(err, size, "equality %s is a constraint", name(m, mjOBJ_EQUALITY, 0).s);
-    for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++)
-      if (m->jnt_limited[j]) return refuse(err, size, "joint %s has limits", name(m, mjOBJ_JOINT, j).s);
-    for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++)
-      if (m->dof_frictionloss[i] > 0)
-        return refuse(err, size, "joint %s has friction loss", name(m, mjOBJ_JOINT, m->dof_jntid[i]).s);
+    int rows = 0;
+    for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++) {
+      int t = m->jnt_type[j];
+      rows |= m->jnt_limited[j];
+      if (m->jnt_limited[j] && t != mjJNT_HINGE && t != mjJNT_SLIDE)
+        return refuse(err, size, "%s joint %s has limits: rollouts take the limits of hinges and "
+                      "slides", t == mjJNT_BALL ? "ball" : "free", name(m, mjOBJ_JOINT, j).s);
+    }
+    for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++) {
+      int j = m->dof_jntid[i], t = m->jnt_type[j];
+      rows |= m->dof_frictionloss[i] > 0;
+      if (m->dof_frictionloss[i] > 0 && t != mjJNT_HINGE && t != mjJNT_SLIDE)
+        return refuse(err, size, "%s joint %s has friction loss: rollouts take the friction loss "
+                      "of hinges and slides", t == mjJNT_BALL ? "ball" : "free", name(m, mjOBJ_JOINT, j).s);
+    }
+    if (rows && m->opt.noslip_iterations > 0)
+      return refuse(err, size, "noslip_iterations > 0: the noslip pass is MuJoCo's");
+    if (rows && (m->opt.enableflags & mjENBL_DIAGEXACT))
+      return refuse(err, size, "diagexact is enabled: the rows' exact diagonal is MuJoCo's");
     for (int g1 = 0; g1 < m->ngeom && !off(m, mjDSBL_CONTACT); g1++)
       for (int g2 = g1 + 1; g2 < m->ngeom; g2++) {
         int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
@@ -163,6 +179,64 @@ static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
   free(r->work);
   r->work = work;
   return 0;
+}
+
+// Whether the model makes constraint rows a rollout takes (limits, friction loss; check_model has
+// refused the rest)
+static int rollout_rows(const mjModel* m) {
+  if (off(m, mjDSBL_CONSTRAINT)) return 0;
+  for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++)
+    if (m->jnt_limited[j]) return 1;
+  for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++)
+    if (m->dof_frictionloss[i] > 0) return 1;
+  return 0;
+}
+
+// MuJoCo's getsolparam on a solref and solimp: the reference's K and B (standard or direct, the
+// time constant at least 2 h unless refsafe is disabled; a friction row's K is 0) and solimp
+// clamped
+static void solver_params(const mjModel* m, const double* solref_in, const double* solimp_in,
+                          double* K, double* B, double* imp) {
+  double ref[2] = {solref_in[0], solref_in[1]};
+  if ((ref[0] > 0) ^ (ref[1] > 0)) ref[0] = 0.02, ref[1] = 1;  // mixed: MuJoCo's default
+  if (!off(m, mjDSBL_REFSAFE) && ref[0] > 0) ref[0] = fmax(ref[0], 2 * m->opt.timestep);
+  for (int k = 0; k < 5; k++) imp[k] = solimp_in[k];
+  imp[0] = fmin(mjMAXIMP, fmax(mjMINIMP, imp[0]));
+  imp[1] = fmin(mjMAXIMP, fmax(mjMINIMP, imp[1]));
+  imp[2] = fmax(0, imp[2]);
+  imp[3] = fmin(mjMAXIMP, fmax(mjMINIMP, imp[3]));
+  imp[4] = fmax(1, imp[4]);
+  double dmax = imp[1];
+  *K = ref[0] > 0 ? 1 / fmax(mjMINVAL, dmax * dmax * ref[0] * ref[0] * ref[1] * ref[1])
+                  : -ref[0] / fmax(mjMINVAL, dmax * dmax);
+  *B = ref[1] > 0 ? 2 / fmax(mjMINVAL, dmax * ref[0]) : -ref[1] / fmax(mjMINVAL, dmax);
+}
+
+// The rows' parameters per dof (rollout_step.h, CFD_RP_*) into rp (n x CFD_RP_COUNT)
+static const double* rows_params(const mjModel* m, const cfd_chain* c, double* rp) {
+  for (int i = 0; i < c->n; i++) {
+    double* P = rp + CFD_RP_COUNT * i;
+    int j = c->jnt[i], t = m->jnt_type[j];
+    if (t != mjJNT_HINGE && t != mjJNT_SLIDE) continue;
+    P[CFD_RP_DIAG] = m->dof_invweight0[i];
+    if (m->jnt_limited[j] && !off(m, mjDSBL_LIMIT)) {
+      P[CFD_RP_LIMITED] = 1;
+      P[CFD_RP_LO] = m->jnt_range[2 * j];
+      P[CFD_RP_HI] = m->jnt_range[2 * j + 1];
+      P[CFD_RP_MARGIN] = m->jnt_margin[j];
+      solver_params(m, m->jnt_solref + mjNREF * j, m->jnt_solimp + mjNIMP * j, &P[CFD_RP_K],
+                    &P[CFD_RP_B], P + CFD_RP_IMP);
+    }
+    if (m->dof_frictionloss[i] > 0 && !off(m, mjDSBL_FRICTIONLOSS)) {
+      double K, imp[5];
+      P[CFD_RP_FL] = m->dof_frictionloss[i];
+      solver_params(m, m->dof_solref + mjNREF * i, m->dof_solimp + mjNIMP * i, &K, &P[CFD_RP_FB],
+                    imp);
+      double im = cfd_rollout_impedance(imp, 0, 0);  // distance 0: imp = solimp[0]
+      P[CFD_RP_FR] = fmax(mjMINVAL, (1 - im) * m->dof_invweight0[i] / im);
+    }
+  }
+  return rp;
 }
 
 static int create(const mjModel* m, int links, int device, chainfd_rollout** out, char* err,
@@ -223,13 +297,19 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
     chainfd_rollout_free(r);
     return refuse(err, err_size, "%s", why);
   }
-  int n = r->chain.n, nu = m->nu;
+  int n = r->chain.n, nu = m->nu, rows = rollout_rows(m);
+  if (links > 0 && rows) {
+    chainfd_rollout_free(r);
+    return refuse(err, err_size, "an extended chain takes no limits or friction loss (their repeats "
+                  "would need rows of their own)");
+  }
   r->n = n;
   r->nu = nu;
   r->device = device;
-  r->param_data = calloc(5 * (size_t)n + 11 * (size_t)nu + 1, sizeof(double));
+  r->param_data = calloc(5 * (size_t)n + 11 * (size_t)nu + (rows ? CFD_RP_COUNT * (size_t)n : 0) + 1,
+                         sizeof(double));
   r->act_dof = calloc((size_t)nu + 1, sizeof(int));
-  r->work = malloc(sizeof(double) * cfd_rollout_doubles(n, r->layout));
+  r->work = malloc(sizeof(double) * (cfd_rollout_doubles(n, r->layout) + cfd_rollout_rows_doubles(n, rows)));
   if (!r->param_data || !r->act_dof || !r->work) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "out of memory");
@@ -300,6 +380,7 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   p->bias = bias;
   p->ctrlrange = ctrlrange;
   p->forcerange = forcerange;
+  p->rows = rows ? rows_params(m, &r->chain, forcerange + 2 * nu) : NULL;
   if (links > 0 && extend(r, links, err, err_size)) {
     chainfd_rollout_free(r);
     return 1;
@@ -490,6 +571,7 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
     const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
     memcpy(qpos, x0, sizeof(double) * n);
     memcpy(qvel, x0 + n, sizeof(double) * n);
+    if (r->params.rows) cfd_rollout_rows_init(&r->params, r->work, 1, r->layout);
     double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
     if (!final_only) memcpy(o, x0, sizeof(double) * 2 * n);
     r->warnings[b] = 0;

@@ -13,6 +13,9 @@
 //              ball or free joints, aba_tree.h's)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
 //   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
+//   constraint rows: joint limits and friction loss of hinges and slides, MuJoCo's soft model
+//              solved exactly (cfd_rollout_rows_*, below); the integrator's solve then takes the
+//              constraint force, as mj_EulerSkip and mj_implicitSkip add it
 //   then qvel += h qacc, qpos += h qvel (hinges, slides, a free joint's position; a ball's or free
 //   joint's rotation vector r <- log(exp(r) exp(h w)), MuJoCo's step of its quaternion).
 // and mj_step's handling of bad states (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel
@@ -59,11 +62,30 @@ typedef struct cfd_rollout_params {
   const double* bias;       // nu x 3: b0, b1, b2
   const double* ctrlrange;  // nu x 2; lo >= hi: not clamped
   const double* forcerange; // nu x 2; lo >= hi: not clamped
+  const double* rows;       // n x CFD_RP_COUNT, or NULL: no constraint rows (below)
 } cfd_rollout_params;
 
+// A dof's constraint-row parameters (cfd_rollout_params.rows), MuJoCo's after getsolparam: its
+// limit (a limited hinge or slide: range, margin, solref as K and B, solimp clamped), its friction
+// loss (0: none; R and B of its row, constant: the impedance at distance 0), and the rows'
+// diagApprox (dof_invweight0)
+enum { CFD_RP_LIMITED = 0, CFD_RP_LO, CFD_RP_HI, CFD_RP_MARGIN, CFD_RP_K, CFD_RP_B, CFD_RP_IMP,
+       CFD_RP_FL = CFD_RP_IMP + 5, CFD_RP_FR, CFD_RP_FB, CFD_RP_DIAG, CFD_RP_COUNT };
+
+// Per-instance scratch of the rows after the state, doubles per dof: the zones of its three rows
+// (friction, lower and upper limit; kept from step to step: the next step's first guess), x, aref
+// and D of each (D 0: no row), then a, M (a - a0), the Newton point and its M (a - a0), the
+// ABA's force and diagonal
+enum { CFD_ROLLOUT_ROW_DOUBLES = 18 };
+
 // Per-instance state and scratch, entries `stride` apart (a GPU interleaves its instances): the
-// ABA's (lean on the GPU, see aba_core.h; a tree's), then q, tau, diag, qacc, qpos, qvel (n each).
+// ABA's (lean on the GPU, see aba_core.h; a tree's), then q, tau, diag, qacc, qpos, qvel (n each),
+// then, with constraint rows, CFD_ROLLOUT_ROW_DOUBLES per dof (cfd_rollout_rows_doubles).
 CFD_HD long cfd_rollout_doubles(int n, int lean) { return (long)(cfd_rollout_link_doubles(lean) + 6) * n; }
+
+CFD_HD long cfd_rollout_rows_doubles(int n, int rows) {
+  return rows ? (long)CFD_ROLLOUT_ROW_DOUBLES * n : 0;
+}
 
 CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride, int lean) {
   return work + (long)(cfd_rollout_link_doubles(lean) + 4) * n * stride;
@@ -166,6 +188,210 @@ CFD_HD void cfd_rollout_ball_spring(const cfd_rollout_params* p, int i, const do
   for (int j = 0; j < 3; j++) tau[(i + j) * stride] -= k * dif[j];
 }
 
+// --- constraint rows: joint limits and friction loss ---------------------------------------------
+//
+// A dof's rows each have one entry in J: c = +1 (friction loss, lower limit), -1 (upper limit).
+// MuJoCo's convex problem (core/constraint.h) with such rows has the Hessian M + Delta, Delta the
+// diagonal of D over the rows in their quadratic zone, and on one piece of the cost (the zones
+// fixed) its stationary point solves
+//   (M + Delta) a = tau - bias + r,   r_i = sum over quadratic rows D c aref
+//                                            + sum over linear rows c f (f = +-frictionloss):
+// one ABA with Delta as its joint diagonal. So a Newton step costs one ABA, and M (a - a0) =
+// r - Delta a holds at its point without M: the exact line search needs no product with M. The
+// step starts from the zones the instance's last step ended with, so an active set that holds
+// costs one ABA, as a step without rows does (and the integrator's solve one more).
+
+// MuJoCo's impedance at distance pos (getimpedance), solimp clamped as getsolparam clamps it
+CFD_HD double cfd_rollout_impedance(const double* imp, double pos, double margin) {
+  if (imp[0] == imp[1] || imp[2] <= 1e-15) return 0.5 * (imp[0] + imp[1]);
+  double x = fabs((pos - margin) / imp[2]), y;
+  if (x >= 1 || x <= 0) return x >= 1 ? imp[1] : imp[0];
+  if (imp[4] == 1) y = x;
+  else if (x <= imp[3]) y = pow(x, imp[4]) / pow(imp[3], imp[4] - 1);
+  else y = 1 - pow(1 - x, imp[4]) / pow(1 - imp[3], imp[4] - 1);
+  return imp[0] + y * (imp[1] - imp[0]);
+}
+
+#define CFD_RR(k, i) rs[((long)(k) * n + (i)) * stride]  // row scratch entry k of dof i
+
+// The instance's first step: no zones known
+CFD_HD void cfd_rollout_rows_init(const cfd_rollout_params* p, double* work, long stride, int lean) {
+  int n = p->n;
+  double* rs = work + (long)(cfd_rollout_link_doubles(lean) + 6) * n * stride;
+  for (int i = 0; i < n; i++)
+    for (int s = 0; s < 3; s++) CFD_RR(s, i) = -1;
+}
+
+// A row's zone at x (MuJoCo's efc_state numbers): friction loss (slot 0) by x against +-R f,
+// a limit quadratic where x < 0
+CFD_HD int cfd_rollout_row_zone(int slot, double x, double D, double fl) {
+  if (slot) return x < 0 ? 1 : 0;
+  double Rf = fl / D;
+  return x <= -Rf ? 2 : x >= Rf ? 3 : 1;
+}
+
+// A row's force in zone z at x
+CFD_HD double cfd_rollout_row_force(int z, double x, double D, double fl) {
+  return z == 1 ? -D * x : z == 2 ? fl : z == 3 ? -fl : 0;
+}
+
+// The rows of the state (qpos, qvel): D and aref of each (MuJoCo's mj_instantiateLimit,
+// mj_makeImpedance, mj_referenceConstraint for one-dof rows). Returns how many there are.
+CFD_HD int cfd_rollout_rows_make(const cfd_rollout_params* p, const double* qpos,
+                                 const double* qvel, double* rs, long stride) {
+  int n = p->n, count = 0;
+  for (int i = 0; i < n; i++) {
+    const double* P = p->rows + CFD_RP_COUNT * i;
+    double x = qpos[i * stride], v = qvel[i * stride];
+    CFD_RR(9, i) = CFD_RR(10, i) = CFD_RR(11, i) = 0;
+    if (P[CFD_RP_FL] > 0) {  // friction loss: distance 0, K 0
+      CFD_RR(9, i) = 1 / P[CFD_RP_FR];
+      CFD_RR(6, i) = -P[CFD_RP_FB] * v;
+      count++;
+    }
+    if (!P[CFD_RP_LIMITED]) continue;
+    for (int side = 0; side < 2; side++) {  // lower: dist q - lo, J +1; upper: hi - q, J -1
+      double dist = side ? P[CFD_RP_HI] - x : x - P[CFD_RP_LO], margin = P[CFD_RP_MARGIN];
+      if (!(dist < margin)) continue;
+      double imp = cfd_rollout_impedance(P + CFD_RP_IMP, dist, margin);
+      double R = (1 - imp) * P[CFD_RP_DIAG] / imp;
+      if (!(R > 1e-15)) R = 1e-15;  // (mjMINVAL)
+      CFD_RR(10 + side, i) = 1 / R;
+      CFD_RR(7 + side, i) = -P[CFD_RP_B] * (side ? -v : v) - P[CFD_RP_K] * imp * (dist - margin);
+      count++;
+    }
+  }
+  return count;
+}
+
+// The Newton point of the zones held in entries 0-2: (M + Delta) aN = tau - bias + r by the ABA
+// into entry 14, and M (aN - a0) = r - Delta aN into entry 15. Returns the ABA's status.
+CFD_HD int cfd_rollout_rows_newton(const cfd_chain* c, const cfd_rollout_params* p,
+                                   const double* q, const double* qvel, const double* tau,
+                                   double* work, double* rs, long stride, int lean) {
+  int n = p->n;
+  for (int i = 0; i < n; i++) {
+    double r = 0, dl = 0, fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
+    for (int s = 0; s < 3; s++) {
+      double D = CFD_RR(9 + s, i), cs = s == 2 ? -1 : 1;
+      if (D == 0) continue;
+      int z = (int)CFD_RR(s, i);
+      if (z == 1) dl += D, r += D * cs * CFD_RR(6 + s, i);
+      else if (z >= 2) r += cs * cfd_rollout_row_force(z, 0, D, fl);
+    }
+    CFD_RR(16, i) = tau[i * stride] + r;
+    CFD_RR(17, i) = dl;
+    CFD_RR(15, i) = r;
+  }
+  int st = lean == CFD_ROLLOUT_TREE
+               ? cfd_aba_tree(c, q, qvel, &CFD_RR(16, 0), &CFD_RR(17, 0), &CFD_RR(14, 0), stride,
+                              work, stride)
+               : cfd_aba_core_ex(c, q, qvel, &CFD_RR(16, 0), &CFD_RR(17, 0), &CFD_RR(14, 0), stride,
+                                 work, stride, lean);
+  for (int i = 0; i < n; i++) CFD_RR(15, i) -= CFD_RR(17, i) * CFD_RR(14, i);
+  return st;
+}
+
+// phi'(alpha) = dMe + alpha dMd - sum over rows of Jd f(x + alpha Jd), Jd = c d_i (d in entry 14),
+// each row in the zone it has at alpha; *H the slope there
+CFD_HD double cfd_rollout_rows_slope(const cfd_rollout_params* p, const double* rs, long stride,
+                                     double dMe, double dMd, double alpha, double* H) {
+  int n = p->n;
+  double G = dMe + alpha * dMd, h = dMd;
+  for (int i = 0; i < n; i++)
+    for (int s = 0; s < 3; s++) {
+      double D = CFD_RR(9 + s, i), Jd = (s == 2 ? -1 : 1) * CFD_RR(14, i);
+      if (D == 0 || Jd == 0) continue;
+      double fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL], x = CFD_RR(3 + s, i) + alpha * Jd;
+      int z = cfd_rollout_row_zone(s, x, D, fl);
+      G -= Jd * cfd_rollout_row_force(z, x, D, fl);
+      if (z == 1) h += D * Jd * Jd;
+    }
+  *H = h;
+  return G;
+}
+
+// The exact minimiser along d from the rows' x: phi' is continuous, nondecreasing and piecewise
+// linear; from each piece's start, the next breakpoint by a scan (a rollout's rows are few), then
+// the root of the piece's line if it lies on the piece
+CFD_HD double cfd_rollout_rows_line(const cfd_rollout_params* p, const double* rs, long stride,
+                                    double dMe, double dMd) {
+  int n = p->n;
+  double lo = 0;
+  for (int guard = 0; guard < 6 * n + 2; guard++) {
+    double next = INFINITY;
+    for (int i = 0; i < n; i++)
+      for (int s = 0; s < 3; s++) {
+        double D = CFD_RR(9 + s, i), Jd = (s == 2 ? -1 : 1) * CFD_RR(14, i);
+        if (D == 0 || Jd == 0) continue;
+        double x = CFD_RR(3 + s, i), fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
+        double b0 = s ? -x / Jd : (-fl / D - x) / Jd, b1 = s ? -1 : (fl / D - x) / Jd;
+        if (b0 > lo && b0 < next) next = b0;
+        if (b1 > lo && b1 < next) next = b1;
+      }
+    double mid = next < INFINITY ? 0.5 * (lo + next) : lo + 1, H;
+    double G = cfd_rollout_rows_slope(p, rs, stride, dMe, dMd, mid, &H);
+    double root = mid - G / H;  // (H >= dMd > 0)
+    if (root <= next) return root > lo ? root : lo;
+    lo = next;
+  }
+  return lo;
+}
+
+// MuJoCo's constrained acceleration of the instance (its rows made by cfd_rollout_rows_make) into
+// entry 12, its constraint force J^T f into qfrc: Newton's method as above, from the zones of the
+// last step. Returns the ABA's status.
+CFD_HD int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* p, const double* q,
+                                  const double* qvel, const double* tau, double* qfrc,
+                                  double* work, double* rs, long stride, int lean) {
+  int n = p->n;
+  for (int i = 0; i < n; i++)  // unknown zones: limits free, friction quadratic
+    for (int s = 0; s < 3; s++)
+      if (CFD_RR(s, i) < 0) CFD_RR(s, i) = s ? 0 : 1;
+  int st = cfd_rollout_rows_newton(c, p, q, qvel, tau, work, rs, stride, lean);
+  for (int i = 0; i < n && !st; i++) CFD_RR(12, i) = CFD_RR(14, i), CFD_RR(13, i) = CFD_RR(15, i);
+  for (int it = 0; it < 100 && !st; it++) {
+    // the zones at a: the same as those its last Newton point was found with, the minimiser
+    // (constraint.h: a step that keeps every zone stays on one quadratic piece)
+    int same = 1;
+    for (int i = 0; i < n; i++)
+      for (int s = 0; s < 3; s++) {
+        double D = CFD_RR(9 + s, i);
+        if (D == 0) continue;
+        double x = (s == 2 ? -1 : 1) * CFD_RR(12, i) - CFD_RR(6 + s, i);
+        int z = cfd_rollout_row_zone(s, x, D, p->rows[CFD_RP_COUNT * i + CFD_RP_FL]);
+        CFD_RR(3 + s, i) = x;
+        same &= z == (int)CFD_RR(s, i);
+        CFD_RR(s, i) = z;
+      }
+    if (same) break;
+    if ((st = cfd_rollout_rows_newton(c, p, q, qvel, tau, work, rs, stride, lean))) break;
+    double dMe = 0, dMd = 0;
+    for (int i = 0; i < n; i++) {  // d = aN - a (into aN's place)
+      double d = CFD_RR(14, i) - CFD_RR(12, i);
+      dMe += d * CFD_RR(13, i);
+      dMd += d * (CFD_RR(15, i) - CFD_RR(13, i));
+      CFD_RR(14, i) = d;
+    }
+    if (!(dMd > 0)) break;  // no direction left: at the minimum
+    double alpha = cfd_rollout_rows_line(p, rs, stride, dMe, dMd);
+    for (int i = 0; i < n; i++) {
+      CFD_RR(12, i) += alpha * CFD_RR(14, i);
+      CFD_RR(13, i) += alpha * (CFD_RR(15, i) - CFD_RR(13, i));
+    }
+  }
+  for (int i = 0; i < n; i++) {  // J^T f at the end, in the zones found there
+    double f = 0, fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
+    for (int s = 0; s < 3; s++) {
+      double D = CFD_RR(9 + s, i), cs = s == 2 ? -1 : 1;
+      if (D == 0) continue;
+      f += cs * cfd_rollout_row_force((int)CFD_RR(s, i), cs * CFD_RR(12, i) - CFD_RR(6 + s, i), D, fl);
+    }
+    qfrc[i * stride] = f;
+  }
+  return st;
+}
+
 // Passive and actuator forces and the forward dynamics into qacc, controls ctrl (NULL: all zero,
 // as after a reset; a bad one: a warning, all zero). Returns the ABA's status.
 CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, const double* ctrl,
@@ -187,6 +413,19 @@ CFD_HD int cfd_rollout_forward(const cfd_chain* c, const cfd_rollout_params* p, 
   *warnings += bad_ctrl;
   for (int a = 0; a < p->nu; a++)
     cfd_rollout_actuator(p, a, ctrl, bad_ctrl, qpos, qvel, tau, diag, stride);
+  double* rs = qvel + (long)n * stride;  // the rows' scratch
+  if (p->rows && cfd_rollout_rows_make(p, qpos, qvel, rs, stride)) {
+    // the constrained acceleration (no integrator diagonal), then the integrator's solve with the
+    // constraint force added (tau holds it from here), as mj_EulerSkip adds qfrc_constraint
+    int st = cfd_rollout_rows_solve(c, p, q, qvel, tau, qacc, work, rs, stride, lean);
+    if (st) return st;
+    int any = 0;
+    for (int i = 0; i < n; i++) tau[i * stride] += qacc[i * stride], any |= diag[i * stride] != 0;
+    if (!any) {
+      for (int i = 0; i < n; i++) qacc[i * stride] = CFD_RR(12, i);
+      return 0;
+    }
+  }
   if (lean == CFD_ROLLOUT_TREE) return cfd_aba_tree(c, q, qvel, tau, diag, qacc, stride, work, stride);
   return cfd_aba_core_ex(c, q, qvel, tau, diag, qacc, stride, work, stride, lean);
 }
@@ -229,5 +468,7 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
   }
   return 0;
 }
+
+#undef CFD_RR
 
 #endif  // CHAINFD_ROLLOUT_STEP_H

@@ -77,6 +77,14 @@ static void plant_bad(int B, int H, int n, int nu, double* init, double* ctrl) {
 // A change to the model after loading in against_mujoco (NULL: none)
 static void (*edit_model)(mjModel* m);
 
+// MuJoCo's constraint solver run to convergence (its default tolerance stops short by about 1e-8
+// of the solution, which chainfd's rollouts solve exactly)
+static void tight_solver(mjModel* m) {
+  m->opt.tolerance = 1e-14;
+  m->opt.iterations = 1000;
+  m->opt.ls_iterations = 100;
+}
+
 // Every ball's and free joint's spring turned away from the identity: its qpos_spring quaternion
 // a rotation of 0.3 + 0.2 j about a unit axis that varies by joint (its position too for a free
 // joint), so that the spring's reference orientation is not the joint's zero.
@@ -551,6 +559,11 @@ static void threads_against_serial(const char* spec, int device, int B, int H) {
   mj_deleteModel(m);
 }
 
+// limits (0.3 rad, 0.3 m) and friction loss on a random chain with slides and actuators
+static const char* limits20 =
+    "chain:20,random=1,seed=4,slide=0.2,damping=0.3,armature=0.05,stiffness=1,actuators=1,"
+    "limit=0.3,frictionloss=0.05";
+
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "--gpu")) {
     if (cfd_gpu_device_count() == 0) {
@@ -666,6 +679,17 @@ int main(int argc, char** argv) {
                     mjINT_IMPLICITFAST, 1000, 32, 0);
     gpu_against_cpu("chain:12,random=1,seed=25,branch=0.3,ball=0.4,free=1,stiffness=1,damping=0.1,"
                     "armature=0.02", mjINT_EULER, 1000, 32, 0);
+    // joint limits and friction loss: the thread kernel (rollout_step.h's rows); bad states too
+    gpu_against_cpu(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_EULER, 1000, 64, 0);
+    gpu_against_cpu(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_IMPLICITFAST, 37, 64, 0);
+    gpu_against_cpu(limits20, mjINT_IMPLICITFAST, 300, 40, 0);
+    gpu_against_cpu_ex(limits20, mjINT_EULER, 23, 30, 0, 1);
+    gpu_against_cpu("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
+                    "limit=0.2,frictionloss=0.05,actuators=1", mjINT_EULER, 100, 32, 0);
+    edit_model = tight_solver;
+    against_mujoco_on(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_EULER, 4, 100,
+                      1e-8, 0);
+    edit_model = NULL;
     TEST_EXIT();
   }
   // a long chain: rounding grows with its length, within 1e-9 (figures: docs/RESULTS.md)
@@ -712,6 +736,18 @@ int main(int argc, char** argv) {
                  "armature=0.02", mjINT_EULER, 3, 100, 1e-9);
   edit_model = NULL;
   refused("chain:4,ball=1,actuators=1", -1, "acts on ball joint");
+  // joint limits and friction loss (rows solved inside the step, rollout_step.h), against MuJoCo's
+  // solver run to convergence; equalities and contacts refused
+  edit_model = tight_solver;
+  against_mujoco(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_EULER, 4, 100, 1e-8);
+  against_mujoco(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_IMPLICITFAST, 4, 100, 1e-8);
+  against_mujoco(limits20, mjINT_EULER, 3, 100, 1e-8);
+  against_mujoco(limits20, mjINT_IMPLICITFAST, 3, 100, 1e-8);
+  against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
+                 "limit=0.2,frictionloss=0.05,actuators=1", mjINT_EULER, 3, 100, 1e-8);
+  edit_model = NULL;
+  refused(CHAINFD_TESTS_DIR "/constraints/loop_connect_weld.xml", -1, "equality");
+  refused("chain:10,free=1,floor=0.02", -1, "can collide");
   refused(CHAINFD_TEST_MODELS "/free.xml", mjINT_IMPLICITFAST, "alone in its tree");
   against_mujoco(CHAINFD_TEST_MODELS "/free.xml", mjINT_EULER, 3, 100, 1e-9);
   // trees of hinges and slides (an arm with a branch, a tree with side branches, two chains from

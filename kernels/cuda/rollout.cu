@@ -85,6 +85,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
     qpos[(long)i * B] = x0[i];
     qvel[(long)i * B] = x0[n + i];
   }
+  if (p.rows) cfd_rollout_rows_init(&p, w, B, layout);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
@@ -729,7 +730,8 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
                {&r->params.gain, p->gain, 3 * (size_t)nu},
                {&r->params.bias, p->bias, 3 * (size_t)nu},
                {&r->params.ctrlrange, p->ctrlrange, 2 * (size_t)nu},
-               {&r->params.forcerange, p->forcerange, 2 * (size_t)nu}};
+               {&r->params.forcerange, p->forcerange, 2 * (size_t)nu},
+               {&r->params.rows, p->rows, p->rows ? CFD_RP_COUNT * (size_t)n : 0}};
   size_t nd = 0;
   for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) nd += parts[k].count;
   if (!e) e = cudaMalloc(&r->param_block, sizeof(double) * nd + sizeof(int) * (nu + 1));
@@ -739,6 +741,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
     e = copy_up(d, parts[k].src, sizeof(double) * parts[k].count);
     d += parts[k].count;
   }
+  if (!p->rows) r->params.rows = NULL;  // (no rows: the kernels test for NULL)
   r->params.act_dof = (const int*)d;
   if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
   if (!e) e = cudaMalloc(&r->flags, sizeof(rollout_flags));
@@ -791,7 +794,8 @@ typedef enum {
 static rollout_kernel_kind rollout_rule(const cfd_gpu_rollout* r, int B) {
   const int n = r->n, jf = r->chain_jf.home_R != NULL, W = world_lanes_width(n);
   const bool lanes = !r->tune.rollout_thread, world = lanes && !r->tune.rollout_link_frames;
-  if (r->tree) return RK_THREAD_GLOBAL;  // the one kernel that takes a tree (aba_tree.h)
+  // the one kernel that takes a tree (aba_tree.h) and constraint rows (rollout_step.h)
+  if (r->tree || r->params.rows) return RK_THREAD_GLOBAL;
   if (r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B) return RK_SCAN;
   if (world && jf && n <= WL_MAX_N && (W <= 8 || (long)B * W <= WL_MAX_THREADS))
     return RK_WORLD_LANES;
@@ -839,7 +843,8 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     cudaFree(r->work);
     r->work = NULL;
     r->capacity = 0;
-    size_t per = cfd_rollout_doubles(n, r->tree ? CFD_ROLLOUT_TREE : 1);  // the larger of the
+    size_t per = cfd_rollout_doubles(n, r->tree ? CFD_ROLLOUT_TREE : 1) +  // the larger of the
+                 cfd_rollout_rows_doubles(n, r->params.rows != NULL);
     if (per < lanes_instance_doubles(n)) per = lanes_instance_doubles(n);  // thread's and lanes'
 
     e = cudaMalloc(&r->work, sizeof(double) * per * ((size_t)B + LANES));  // + idle groups' slots
