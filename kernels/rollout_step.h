@@ -206,9 +206,11 @@ CFD_HD double cfd_rollout_impedance(const double* imp, double pos, double margin
   if (imp[0] == imp[1] || imp[2] <= 1e-15) return 0.5 * (imp[0] + imp[1]);
   double x = fabs((pos - margin) / imp[2]), y;
   if (x >= 1 || x <= 0) return x >= 1 ? imp[1] : imp[0];
-  if (imp[4] == 1) y = x;
-  else if (x <= imp[3]) y = pow(x, imp[4]) / pow(imp[3], imp[4] - 1);
-  else y = 1 - pow(1 - x, imp[4]) / pow(1 - imp[3], imp[4] - 1);
+  // (power 2, the default, as MuJoCo's quick return: x * x, not pow)
+  double pw = imp[4];
+  if (pw == 1) y = x;
+  else if (x <= imp[3]) y = pw == 2 ? x * x / imp[3] : pow(x, pw) / pow(imp[3], pw - 1);
+  else y = 1 - (pw == 2 ? (1 - x) * (1 - x) / (1 - imp[3]) : pow(1 - x, pw) / pow(1 - imp[3], pw - 1));
   return imp[0] + y * (imp[1] - imp[0]);
 }
 

@@ -110,6 +110,9 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
 // a short arm's steps more memory traffic (bench/results/LOG.md, Rollouts)
 #define ROLLOUT_LOCAL_MAX_N 16
 
+// ROWS: room for the constraint rows' scratch too (rollout_step.h), for models with limits or
+// friction loss
+template <bool ROWS>
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      const double* __restrict__ init, int shared_init,
@@ -118,11 +121,12 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   int n = p.n;
-  double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6)];
+  double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6 + (ROWS ? CFD_ROLLOUT_ROW_DOUBLES : 0))];
   double* qpos = cfd_rollout_qpos(w, n, 1, 1);
   double* qvel = cfd_rollout_qvel(w, n, 1, 1);
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
   for (int i = 0; i < n; i++) qpos[i] = x0[i], qvel[i] = x0[n + i];
+  if (ROWS) cfd_rollout_rows_init(&p, w, 1, 1);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
@@ -794,8 +798,9 @@ typedef enum {
 static rollout_kernel_kind rollout_rule(const cfd_gpu_rollout* r, int B) {
   const int n = r->n, jf = r->chain_jf.home_R != NULL, W = world_lanes_width(n);
   const bool lanes = !r->tune.rollout_thread, world = lanes && !r->tune.rollout_link_frames;
-  // the one kernel that takes a tree (aba_tree.h) and constraint rows (rollout_step.h)
-  if (r->tree || r->params.rows) return RK_THREAD_GLOBAL;
+  if (r->tree) return RK_THREAD_GLOBAL;  // the one kernel that takes a tree (aba_tree.h)
+  // constraint rows (rollout_step.h): a thread per instance, its scratch local where it fits
+  if (r->params.rows) return n <= ROLLOUT_LOCAL_MAX_N ? RK_THREAD_LOCAL : RK_THREAD_GLOBAL;
   if (r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B) return RK_SCAN;
   if (world && jf && n <= WL_MAX_N && (W <= 8 || (long)B * W <= WL_MAX_THREADS))
     return RK_WORLD_LANES;
@@ -909,8 +914,12 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
           r->work, r->flags, r->warn, xch);
       break;
     case RK_THREAD_LOCAL:
-      rollout_local_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
+      if (r->params.rows)
+        rollout_local_kernel<true><<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+            r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
+      else
+        rollout_local_kernel<false><<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+            r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
       break;
     case RK_THREAD_GLOBAL:
       rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
