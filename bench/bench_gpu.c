@@ -729,12 +729,12 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 
 
 // ---- rollouts with joint limits and friction loss against the same rollouts without ----------------
-// The arm as it is, and with every joint limited to +-LIM_RANGE rad and a friction loss (rows in
-// most of the random states and along their rollouts: rollout_step.h solves them in the step),
+// The arm as it is, and with every joint limited to +-LIM_RANGE rad (rows in most of the random
+// states and along their rollouts: rollout_step.h solves them in the step), and with a friction
+// loss on every joint besides (a row in every state),
 // resident on the device, H = 64, the same starts and controls; the arm without rows also by one
 // thread per instance, the kernel the limited arm takes. Medians of 7 runs, us per batch.
 #define LIM_RANGE 0.5
-#define LIM_FRICTIONLOSS 0.05
 static double rollout_resident_us(chainfd_rollout* r, int B, int H, const double* dinit,
                                   const double* dctrl, double* dout, const cfd_gpu_tuning* t) {
   char err[512];
@@ -753,7 +753,7 @@ static double rollout_resident_us(chainfd_rollout* r, int B, int H, const double
   return cfd_median(reps, 7) * 1e6;
 }
 
-static void rollout_limits(const char* spec, int maxB) {
+static void rollout_limits(const char* spec, int maxB, double frictionloss) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   mjModel* ml = cfd_load_model(spec, err, sizeof err);
@@ -762,7 +762,7 @@ static void rollout_limits(const char* spec, int maxB) {
     ml->jnt_limited[j] = 1;
     ml->jnt_range[2 * j] = -LIM_RANGE;
     ml->jnt_range[2 * j + 1] = LIM_RANGE;
-    ml->dof_frictionloss[ml->jnt_dofadr[j]] = LIM_FRICTIONLOSS;
+    ml->dof_frictionloss[ml->jnt_dofadr[j]] = frictionloss;
   }
   int n = m->nv, nu = m->nu, nx = 2 * n, H = 64;
   chainfd_rollout *r, *rl;
@@ -771,8 +771,8 @@ static void rollout_limits(const char* spec, int maxB) {
     fprintf(stderr, "%s\n", err);
     return;
   }
-  printf("\n== rollouts with limits (+-%g rad) and friction loss (%g) on every joint: %s, H = %d, "
-         "resident, us per batch ==\n", LIM_RANGE, LIM_FRICTIONLOSS, spec, H);
+  printf("\n== rollouts with limits (+-%g rad) and friction loss %g on every joint: %s, H = %d, "
+         "resident, us per batch ==\n", LIM_RANGE, frictionloss, spec, H);
   printf("%7s %14s %14s %14s %10s %10s %16s\n", "B", "no rows", "no rows thread", "rows",
          "rows/no", "rows/thr", "rows at start");
   mjData* d = mj_makeData(ml);
@@ -806,7 +806,9 @@ static void rollout_limits(const char* spec, int maxB) {
            100.0 * with_rows / (B < 256 ? B : 256));
     emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident", t0, 0, 0);
     emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident.thread_per_instance", t1, 0, 0);
-    emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident.limits_frictionloss", t2, 0, 0);
+    emit("rollout_limits_H64", spec, n, B,
+         frictionloss > 0 ? "cuda.rollout.resident.limits_frictionloss" : "cuda.rollout.resident.limits",
+         t2, 0, 0);
     fflush(stdout);
     cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
     free(init); free(ctrl);
@@ -1120,7 +1122,10 @@ int main(int argc, char** argv) {
     rollouts("chain:50,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "a 50-link chain",
              maxB, cores, budget);
   }
-  if (!only || !strcmp(only, "rollout_limits")) rollout_limits(arm, maxB);
+  if (!only || !strcmp(only, "rollout_limits")) {
+    rollout_limits(arm, maxB, 0);
+    rollout_limits(arm, maxB, 0.05);
+  }
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",
                   cores, budget);
