@@ -98,9 +98,6 @@ static void constraint_handover(const mjModel* m, char* out, int size) {
                         "J M^-1 J^T is MuJoCo's)");
   else if (m->opt.enableflags & (mjENBL_SPECULATIVE | mjENBL_IPC))
     snprintf(out, size, "speculative or IPC contacts are enabled");
-  else if (m->opt.cone == mjCONE_ELLIPTIC && !(m->opt.disableflags & mjDSBL_CONTACT))
-    snprintf(out, size, "contacts with friction under elliptic cones (opt.cone; chainfd's solver "
-                        "takes pyramidal cones)");
 }
 
 enum { STEPPER_STEPS = 0, STEPPER_THIS_STATE = 1, STEPPER_NEVER = 2 };

@@ -15,9 +15,10 @@
 // the Woodbury identity
 enum { ROW_COUPLED = 0, ROW_BODY = 1, ROW_DOF = 2 };
 
-// The kinds of body rows contact_row_wrench builds, by which geom's body moves (2), the contact's
-// dim (1, 3, 4, 6) and the row's place among its pyramid's (up to 10): one rule each
-#define CFD_ROW_KINDS (2 * 7 * 10)
+// The kinds of body rows contact_row_wrench builds, by the cone (pyramidal or elliptic), which
+// geom's body moves (2), the contact's dim (1, 3, 4, 6) and the row's place among the contact's
+// (up to 10): one rule each
+#define CFD_ROW_KINDS (2 * 2 * 7 * 10)
 
 // A point along the line search's direction where a row changes zone
 typedef struct breakpoint {
@@ -49,7 +50,7 @@ struct cfd_csolver {
   // the coupled rows, grown to their count
   int ccap;
   int *cidx, *cact;    // the rows' indices; the active ones among them
-  double *J, *Y, *S, *cz;  // kc x n, kc x n, kc x kc, 2 kc
+  double *J, *G, *Y, *S, *cz;  // kc x n (J, G: the Hessian's factor columns, Y), kc x kc, 2 kc
 };
 
 void cfd_csolver_free(cfd_csolver* cs) {
@@ -61,7 +62,7 @@ void cfd_csolver_free(cfd_csolver* cs) {
   free(cs->vec);
   free(cs->kind); free(cs->link); free(cs->zone); free(cs->prev); free(cs->w); free(cs->rows);
   free(cs->breaks); free(cs->zone_ls);
-  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->Y); free(cs->S); free(cs->cz);
+  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->G); free(cs->Y); free(cs->S); free(cs->cz);
   free(cs);
 }
 
@@ -116,14 +117,15 @@ static int grow(cfd_csolver* cs, int k) {
 static int grow_coupled(cfd_csolver* cs, int kc) {
   if (kc <= cs->ccap) return 0;
   size_t n = (size_t)cs->n, kk = (size_t)kc;
-  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->Y); free(cs->S); free(cs->cz);
+  free(cs->cidx); free(cs->cact); free(cs->J); free(cs->G); free(cs->Y); free(cs->S); free(cs->cz);
   cs->cidx = malloc(sizeof(int) * kk);
   cs->cact = malloc(sizeof(int) * kk);
   cs->J = malloc(sizeof(double) * kk * n);
+  cs->G = malloc(sizeof(double) * kk * n);
   cs->Y = malloc(sizeof(double) * kk * n);
   cs->S = malloc(sizeof(double) * kk * kk);
   cs->cz = malloc(sizeof(double) * 2 * kk);
-  cs->ccap = cs->cidx && cs->cact && cs->J && cs->Y && cs->S && cs->cz ? kc : 0;
+  cs->ccap = cs->cidx && cs->cact && cs->J && cs->G && cs->Y && cs->S && cs->cz ? kc : 0;
   return cs->ccap ? 0 : 1;
 }
 
@@ -131,7 +133,7 @@ static int grow_coupled(cfd_csolver* cs, int kc) {
 
 // A row's zone at x = J_i a - aref_i, its force -s'(x) and its cost s(x) (constraint.h's s_i)
 enum { Z_FREE = mjCNSTRSTATE_SATISFIED, Z_QUAD = mjCNSTRSTATE_QUADRATIC,
-       Z_NEG = mjCNSTRSTATE_LINEARNEG, Z_POS = mjCNSTRSTATE_LINEARPOS };
+       Z_NEG = mjCNSTRSTATE_LINEARNEG, Z_POS = mjCNSTRSTATE_LINEARPOS, Z_CONE = mjCNSTRSTATE_CONE };
 
 static int is_friction(int type) {
   return type == mjCNSTR_FRICTION_DOF || type == mjCNSTR_FRICTION_TENDON;
@@ -156,6 +158,107 @@ static double dot(const double* a, const double* b, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += a[i] * b[i];
   return s;
+}
+
+// An elliptic contact's rows i .. i + dim - 1 at x (those rows' entries): their zone (one for
+// all), forces f and cost, and in the cone zone the Hessian Hc (dim x dim, may be NULL), as
+// MuJoCo's mj_constraintUpdate defines them. In the cone's coordinates U = diag(mu, friction) x,
+// N = U_0, T = |U_1..|: zero above the cone (N >= mu T), quadratic below its dual (mu N + T <= 0),
+// and between them 1/2 Dm (N - mu T)^2, Dm = D_0 / (mu^2 (1 + mu^2)).
+static int cone_eval(const mjData* d, int i, const double* x, double* f, double* cost, double* Hc) {
+  const mjContact* con = d->contact + d->efc_id[i];
+  double mu = con->mu, U[6], T = 0;
+  const double* fr = con->friction;
+  int dim = con->dim;
+  U[0] = x[0] * mu;
+  for (int j = 1; j < dim; j++) U[j] = x[j] * fr[j - 1], T += U[j] * U[j];
+  T = sqrt(T);
+  double N = U[0];
+  *cost = 0;
+  if (N >= mu * T || (T <= 0 && N >= 0)) {
+    for (int j = 0; j < dim; j++) f[j] = 0;
+    return Z_FREE;
+  }
+  if (mu * N + T <= 0 || (T <= 0 && N < 0)) {
+    for (int j = 0; j < dim; j++) {
+      f[j] = -d->efc_D[i + j] * x[j];
+      *cost += 0.5 * d->efc_D[i + j] * x[j] * x[j];
+    }
+    return Z_QUAD;
+  }
+  double Dm = d->efc_D[i] / (mu * mu * (1 + mu * mu)), NmT = N - mu * T;
+  *cost = 0.5 * Dm * NmT * NmT;
+  f[0] = -Dm * NmT * mu;
+  for (int j = 1; j < dim; j++) f[j] = -f[0] / T * U[j] * fr[j - 1];
+  if (Hc) {  // MuJoCo's cone Hessian, in x
+    Hc[0] = 1;
+    for (int j = 1; j < dim; j++) Hc[j] = -mu / T * U[j];
+    for (int a = 1; a < dim; a++)
+      for (int b = a; b < dim; b++) Hc[a * dim + b] = mu * N / (T * T * T) * U[b] * U[a];
+    for (int j = 1; j < dim; j++) Hc[j * (dim + 1)] += mu * mu - mu * N / T;
+    for (int a = 0; a < dim; a++)
+      for (int b = a; b < dim; b++)
+        Hc[a * dim + b] *= Dm * (a == 0 ? mu : fr[a - 1]) * (b == 0 ? mu : fr[b - 1]);
+    for (int a = 0; a < dim; a++)
+      for (int b = a + 1; b < dim; b++) Hc[b * dim + a] = Hc[a * dim + b];
+  }
+  return Z_CONE;
+}
+
+// The eigenvalues lam and eigenvectors (columns of V, row-major n x n) of the symmetric A (n <= 6,
+// overwritten) by cyclic Jacobi rotations
+static void sym_eig(double* A, int n, double* V, double* lam) {
+  for (int i = 0; i < n * n; i++) V[i] = i % (n + 1) == 0;
+  for (int sweep = 0; sweep < 50; sweep++) {
+    double off = 0;
+    for (int p = 0; p < n; p++)
+      for (int q = p + 1; q < n; q++) off += A[p * n + q] * A[p * n + q];
+    if (off < 1e-30) break;
+    for (int p = 0; p < n; p++)
+      for (int q = p + 1; q < n; q++) {
+        if (A[p * n + q] == 0) continue;
+        double th = 0.5 * (A[q * n + q] - A[p * n + p]) / A[p * n + q];
+        double t = (th >= 0 ? 1 : -1) / (fabs(th) + sqrt(th * th + 1)), c = 1 / sqrt(t * t + 1),
+               sn = t * c;
+        for (int r = 0; r < n; r++) {  // A <- A G, then G^T A; V <- V G
+          double a = A[r * n + p], b = A[r * n + q];
+          A[r * n + p] = c * a - sn * b, A[r * n + q] = sn * a + c * b;
+        }
+        for (int r = 0; r < n; r++) {
+          double a = A[p * n + r], b = A[q * n + r];
+          A[p * n + r] = c * a - sn * b, A[q * n + r] = sn * a + c * b;
+        }
+        for (int r = 0; r < n; r++) {
+          double a = V[r * n + p], b = V[r * n + q];
+          V[r * n + p] = c * a - sn * b, V[r * n + q] = sn * a + c * b;
+        }
+      }
+  }
+  for (int i = 0; i < n; i++) lam[i] = A[i * n + i];
+}
+
+// The first row of row i's elliptic contact, or -1 for a row of another kind
+static int cone_first(const mjData* d, int i) {
+  return d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC ? d->contact[d->efc_id[i]].efc_address : -1;
+}
+
+// Every row's zone, force and the rows' cost at x (k rows; elliptic contacts together)
+static double rows_eval(const mjData* d, int k, const double* x, int* zone, double* f) {
+  double cost = 0, c;
+  for (int i = 0; i < k; i++) {
+    if (d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC) {
+      int dim = d->contact[d->efc_id[i]].dim, z = cone_eval(d, i, x + i, f + i, &c, NULL);
+      for (int j = 0; j < dim; j++) zone[i + j] = z;
+      cost += c;
+      i += dim - 1;
+      continue;
+    }
+    int z = row_zone(d->efc_type[i], x[i], d->efc_R[i], d->efc_frictionloss[i]);
+    zone[i] = z;
+    f[i] = row_force(z, x[i], d->efc_D[i], d->efc_frictionloss[i]);
+    cost += row_cost(z, x[i], d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
+  }
+  return cost;
 }
 
 // --- sweeps over the tree --------------------------------------------------------------------------
@@ -195,12 +298,15 @@ static void joint_forces(const cfd_csolver* cs, double* F, double* tau) {
 // Row i of a contact of one moving body with the world, as MuJoCo builds it
 // (mj_instantiateContact): in the contact frame (normal n, tangents t1, t2), the rows of
 // J_contact = frame * (J(geom 2's body) - J(geom 1's body)) at the contact point, translation
-// then rotation; frictionless: the normal; pyramidal, pair k = 1 .. dim-1: normal +- mu_k row k.
+// then rotation; frictionless: the normal; pyramidal, pair k = 1 .. dim-1: normal +- mu_k row k;
+// elliptic: the frame's rows themselves.
 // Returns 0 with w the row's wrench in the body's frame, 1 when the row is not of that kind.
 static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjData* d, int i,
                               int* link, double w[6], int* kind) {
   int type = d->efc_type[i];
-  if (type != mjCNSTR_CONTACT_FRICTIONLESS && type != mjCNSTR_CONTACT_PYRAMIDAL) return 1;
+  if (type != mjCNSTR_CONTACT_FRICTIONLESS && type != mjCNSTR_CONTACT_PYRAMIDAL &&
+      type != mjCNSTR_CONTACT_ELLIPTIC)
+    return 1;
   const mjContact* con = d->contact + d->efc_id[i];
   if (con->geom[0] < 0 || con->geom[1] < 0) return 1;  // a flex
   int b0 = m->body_weldid[m->geom_bodyid[con->geom[0]]];
@@ -214,8 +320,15 @@ static int contact_row_wrench(const cfd_csolver* cs, const mjModel* m, const mjD
   double u[3] = {fr[0], fr[1], fr[2]}, rot[3] = {0, 0, 0};
   int r = i - con->efc_address;
   if (r < 0 || r >= 10 || con->dim < 1 || con->dim > 6) return 1;
-  *kind = (l1 >= 0) + 2 * (con->dim + 7 * r);  // < 2 * 7 * 10
-  if (type == mjCNSTR_CONTACT_PYRAMIDAL) {
+  *kind = (type == mjCNSTR_CONTACT_ELLIPTIC) + 2 * ((l1 >= 0) + 2 * (con->dim + 7 * r));
+  if (type == mjCNSTR_CONTACT_ELLIPTIC) {  // row r of the contact frame: translation, rotation
+    if (r >= con->dim) return 1;
+    const double* e = fr + 3 * (r < 3 ? r : r - 3);
+    for (int a = 0; a < 3; a++) {
+      u[a] = r < 3 ? e[a] : 0;
+      rot[a] = r < 3 ? 0 : e[a];
+    }
+  } else if (type == mjCNSTR_CONTACT_PYRAMIDAL) {
     int k = r / 2 + 1;
     if (k >= con->dim) return 1;
     double mu = con->friction[k - 1] * (r % 2 ? -1 : 1);
@@ -265,7 +378,8 @@ static int classify(cfd_csolver* cs, const mjModel* m, const mjData* d, int k, d
   for (int i = 0; i < k; i++) {
     int t = d->efc_type[i], kind;
     cs->kind[i] = ROW_COUPLED;
-    if (t == mjCNSTR_CONTACT_FRICTIONLESS || t == mjCNSTR_CONTACT_PYRAMIDAL) {
+    if (t == mjCNSTR_CONTACT_FRICTIONLESS || t == mjCNSTR_CONTACT_PYRAMIDAL ||
+        t == mjCNSTR_CONTACT_ELLIPTIC) {
       if (contact_row_wrench(cs, m, d, i, cs->link + i, cs->w + 6 * i, &kind) ||
           cs->checked[kind] == 2)
         continue;
@@ -305,6 +419,14 @@ static int classify(cfd_csolver* cs, const mjModel* m, const mjData* d, int k, d
       cs->link[i] = j;
       cs->w[6 * i] = cj;
     }
+  }
+  // an elliptic contact's rows go together: body rows of one link, or all coupled
+  for (int i = 0; i < k; i++) {
+    if (cone_first(d, i) != i) continue;
+    int dim = d->contact[d->efc_id[i]].dim, body = 1;
+    for (int j = 0; j < dim; j++)
+      body &= cs->kind[i + j] == ROW_BODY && cs->link[i + j] == cs->link[i];
+    for (int j = 0; j < dim && !body; j++) cs->kind[i + j] = ROW_COUPLED;
   }
   st->rows_body = st->rows_dof = 0;
   for (int i = 0; i < k; i++) {
@@ -445,6 +567,66 @@ static double line_search(cfd_csolver* cs, const mjData* d, int k, const double*
   return lo;
 }
 
+// phi'(alpha) and phi''(alpha) along the direction with elliptic contacts among the rows: each row
+// or contact in its zone at alpha (the cone zone's slope by its Hessian)
+static void line_eval(const mjData* d, int k, const double* x, const double* Jd, double dMe,
+                      double dMd, double alpha, double* g, double* h) {
+  double gs = dMe + alpha * dMd, hs = dMd;
+  for (int i = 0; i < k; i++) {
+    if (d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC) {
+      int dim = d->contact[d->efc_id[i]].dim, any = 0;
+      double xs[6], fs[6], Hc[36], c;
+      for (int j = 0; j < dim; j++) xs[j] = x[i + j] + alpha * Jd[i + j], any |= Jd[i + j] != 0;
+      if (any) {
+        int z = cone_eval(d, i, xs, fs, &c, Hc);
+        for (int a = 0; a < dim; a++) {
+          gs -= Jd[i + a] * fs[a];
+          if (z == Z_QUAD) hs += d->efc_D[i + a] * Jd[i + a] * Jd[i + a];
+          if (z == Z_CONE)
+            for (int b = 0; b < dim; b++) hs += Jd[i + a] * Hc[a * dim + b] * Jd[i + b];
+        }
+      }
+      i += dim - 1;
+      continue;
+    }
+    if (Jd[i] == 0) continue;
+    double xi = x[i] + alpha * Jd[i];
+    int z = row_zone(d->efc_type[i], xi, d->efc_R[i], d->efc_frictionloss[i]);
+    gs -= Jd[i] * row_force(z, xi, d->efc_D[i], d->efc_frictionloss[i]);
+    if (z == Z_QUAD) hs += d->efc_D[i] * Jd[i] * Jd[i];
+  }
+  *g = gs;
+  *h = hs;
+}
+
+// The minimiser of phi along the direction where elliptic contacts make phi' nonlinear (still
+// continuous and nondecreasing: the cost is convex and C1): the root of phi' bracketed by
+// doubling, then Newton's steps on it, bisection where a step leaves the bracket, to rounding.
+static double line_search_cones(cfd_csolver* cs, const mjData* d, int k, const double* x,
+                                const double* Jd, double dMe, double dMd, int* pieces) {
+  (void)cs;
+  double lo = 0, hi = 1, g, h;
+  *pieces = 0;
+  for (int t = 0; t < 60; t++, hi *= 2) {
+    line_eval(d, k, x, Jd, dMe, dMd, hi, &g, &h);
+    ++*pieces;
+    if (g >= 0) break;
+    lo = hi;
+  }
+  if (g < 0) return hi;
+  double a = hi - g / h;  // Newton from the bracket's top
+  for (int t = 0; t < 100 && hi - lo > 1e-15 * hi; t++) {
+    if (!(a > lo && a < hi)) a = 0.5 * (lo + hi);
+    line_eval(d, k, x, Jd, dMe, dMd, a, &g, &h);
+    ++*pieces;
+    if (g == 0) return a;
+    if (g < 0) lo = a;
+    else hi = a;
+    a = a - g / h;
+  }
+  return 0.5 * (lo + hi);
+}
+
 // --- the solve ---------------------------------------------------------------------------------------
 
 // out = H0^-1 g (constraint.h): the ABA at rest without gravity, its inertias augmented by the body
@@ -454,21 +636,6 @@ static int h0_solve(cfd_csolver* cs, int nab, const double* q, const double* zer
                     const double* xdiag, double* out) {
   if (nab) return cfd_aba_tree(&cs->aug, q, zero, g, xdiag, out, 1, cs->tree_work, 1) != CFD_OK;
   return cfd_fd_fast_prepared(&cs->chain, q, zero, g, xdiag, out, cs->fast_work) != CFD_OK;
-}
-
-int cfd_csolver_takes(const mjModel* m, const mjData* d, char* err, int err_size) {
-  for (int i = 0; i < d->nefc; i++)
-    if (d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC) {
-      int b1 = m->geom_bodyid[d->contact[d->efc_id[i]].geom[0]];
-      int b2 = m->geom_bodyid[d->contact[d->efc_id[i]].geom[1]];
-      char n1[128], n2[128];
-      snprintf(err, err_size, "the contact between bodies %s and %s has an elliptic friction cone: "
-               "chainfd's solver takes pyramidal cones (opt.cone)",
-               cfd_mj_name(m, mjOBJ_BODY, b1, n1, sizeof n1),
-               cfd_mj_name(m, mjOBJ_BODY, b2, n2, sizeof n2));
-      return 1;
-    }
-  return 0;
 }
 
 int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const double* qacc_smooth,
@@ -488,7 +655,6 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
              cs->nbody, (int)m->nbody);
     return 1;
   }
-  if (cfd_csolver_takes(m, d, err, err_size)) return 1;
   if (grow(cs, k)) { snprintf(err, err_size, "out of memory for %d constraint rows", k); return 1; }
   double *q = cs->vec, *zero = q + n, *e = zero + n, *Me = e + n, *u = Me + n, *dir = u + n,
          *Md = dir + n, *grad = Md + n, *xdiag = grad + n, *probe = xdiag + n;
@@ -511,19 +677,12 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
   // the warm start, as MuJoCo's: from opt->warmstart where the cost is lower there than at
   // qacc_smooth (the last step's acceleration: often one Newton step from the answer)
   if (opt->warmstart) {
-    double cost0 = 0, costw;
-    for (int i = 0; i < k; i++) {
-      int zi = row_zone(d->efc_type[i], x[i], d->efc_R[i], d->efc_frictionloss[i]);
-      cost0 += row_cost(zi, x[i], d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
-    }
+    double cost0 = rows_eval(d, k, x, cs->zone_ls, f), costw;
     for (int j = 0; j < n; j++) dir[j] = opt->warmstart[j] - qacc_smooth[j];
     rows_and_mass_times(cs, k, kc, dir, Jd, Md);
-    costw = 0.5 * dot(dir, Md, n);
-    for (int i = 0; i < k; i++) {
-      double xi = x[i] + Jd[i];
-      int zi = row_zone(d->efc_type[i], xi, d->efc_R[i], d->efc_frictionloss[i]);
-      costw += row_cost(zi, xi, d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
-    }
+    for (int i = 0; i < k; i++) Jd[i] += x[i];  // (x at the warm start, for a moment)
+    costw = 0.5 * dot(dir, Md, n) + rows_eval(d, k, Jd, cs->zone_ls, f);
+    for (int i = 0; i < k; i++) Jd[i] -= x[i];
     if (costw < cost0) {
       memcpy(qacc, opt->warmstart, sizeof(double) * n);
       memcpy(e, dir, sizeof(double) * n);
@@ -532,19 +691,18 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
       eMe = dot(e, Me, n);
     }
   }
-  int status = 1, settled = 0;
+  int status = 1, settled = 0, cones = 0;
+  for (int i = 0; i < k; i++) cones |= d->efc_type[i] == mjCNSTR_CONTACT_ELLIPTIC;
   for (st.iterations = 0;; st.iterations++) {
     // the rows' zones and forces at qacc; the gradient M e - J^T f; the cost
     int same = 1, na = 0, nchange = 0;
-    double new_cost = 0.5 * eMe;
+    double new_cost = 0.5 * eMe + rows_eval(d, k, x, cs->zone, f);
     for (int i = 0; i < k; i++) {
-      int zi = row_zone(d->efc_type[i], x[i], d->efc_R[i], d->efc_frictionloss[i]);
-      f[i] = row_force(zi, x[i], d->efc_D[i], d->efc_frictionloss[i]);
-      new_cost += row_cost(zi, x[i], d->efc_D[i], d->efc_R[i], d->efc_frictionloss[i]);
+      int zi = cs->zone[i];
       nchange += zi != cs->prev[i];
-      same &= zi == cs->prev[i];
-      cs->zone[i] = cs->prev[i] = zi;
-      na += zi == Z_QUAD;
+      same &= zi == cs->prev[i] && zi != Z_CONE;  // (the cone zone's cost is not quadratic)
+      cs->prev[i] = zi;
+      na += zi == Z_QUAD || zi == Z_CONE;
     }
     rows_transpose_times(cs, k, kc, f, grad);
     for (int j = 0; j < n; j++) grad[j] = Me[j] - grad[j];
@@ -564,8 +722,12 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     // exact arithmetic; Woodbury's subtraction leaves rounding of about eps times the ratio of
     // M^-1 g to H^-1 g (1e-10 on a stiff weld), so one more step on the same piece refines it,
     // unless it no longer lowers the gradient.
+    // With elliptic cones (no quadratic pieces to settle on) Newton's steps shrink the gradient
+    // quadratically down to rounding: a step that no longer halves a gradient already below 1e-9
+    // has reached it.
     settled = same ? settled + 1 : 0;
-    if (st.gradient < opt->tol || settled >= 2 || (settled && !(st.gradient < last_gradient))) {
+    if (st.gradient < opt->tol || settled >= 2 || (settled && !(st.gradient < last_gradient)) ||
+        (cones && st.gradient < 1e-9 && !(st.gradient < 0.5 * last_gradient))) {
       status = 0;
       break;
     }
@@ -589,19 +751,64 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
           for (int c = 0; c < 6; c++) I[6 * r + c] += D * w[r] * w[c];
       }
     }
+    // elliptic contacts in the cone zone: W Hc W^T on their body (W: the rows' wrenches), where
+    // every row of the contact is a body row of one link; otherwise their block is left out of
+    // the Hessian (the direction stays a descent one, the line search exact: slower, not wrong)
+    for (int i = 0; i < k; i++) {
+      if (cs->zone[i] != Z_CONE || cone_first(d, i) != i) continue;
+      int dim = d->contact[d->efc_id[i]].dim, body = 1;
+      for (int j = 0; j < dim; j++)
+        body &= cs->kind[i + j] == ROW_BODY && cs->link[i + j] == cs->link[i];
+      if (!body) continue;
+      double Hc[36], c;
+      cone_eval(d, i, x + i, f + i, &c, Hc);
+      if (!nab++) memcpy(cs->aug.inertia, cs->chain.inertia, sizeof(double) * 36 * (size_t)n);
+      double* I = cs->aug.inertia + 36 * (size_t)cs->link[i];
+      for (int a = 0; a < dim; a++)
+        for (int b = 0; b < dim; b++) {
+          double h = Hc[a * dim + b];
+          const double *wa = cs->w + 6 * (i + a), *wb = cs->w + 6 * (i + b);
+          for (int r = 0; r < 6; r++)
+            for (int cc = 0; cc < 6; cc++) I[6 * r + cc] += h * wa[r] * wb[cc];
+        }
+    }
+    // the coupled rows' share of the Hessian as factor columns G (J_C^T Hblk J_C = G^T G): a
+    // quadratic row sqrt(D) J_i, an elliptic contact in the cone zone sqrt(lambda) V^T J_c from
+    // its Hessian block's eigenvalues (rank dim - 1: no inverse, hence this form of Woodbury)
     int nca = 0;
-    for (int c = 0; c < kc; c++)
-      if (cs->zone[cs->cidx[c]] == Z_QUAD) cs->cact[nca++] = c;
-    // u = H0^-1 grad; the coupled active rows by Woodbury: dir = -(u - Y (R + J Y)^-1 J u)
+    for (int c = 0; c < kc; c++) {
+      int i = cs->cidx[c];
+      double* g = cs->G + (size_t)nca * n;
+      if (cs->zone[i] == Z_QUAD) {
+        double sd = sqrt(d->efc_D[i]);
+        for (int j = 0; j < n; j++) g[j] = sd * cs->J[(size_t)c * n + j];
+        nca++;
+      } else if (cs->zone[i] == Z_CONE && cone_first(d, i) == i) {
+        int dim = d->contact[d->efc_id[i]].dim;  // (its rows are the next dim coupled ones)
+        double Hc[36], V[36], lam[6], fc[6], cc, top = 0;
+        cone_eval(d, i, x + i, fc, &cc, Hc);
+        sym_eig(Hc, dim, V, lam);
+        for (int e = 0; e < dim; e++) top = fmax(top, lam[e]);
+        for (int e = 0; e < dim; e++) {
+          if (!(lam[e] > 1e-14 * top)) continue;
+          g = cs->G + (size_t)nca++ * n;
+          double sl = sqrt(lam[e]);
+          for (int j = 0; j < n; j++) g[j] = 0;
+          for (int a = 0; a < dim; a++)
+            for (int j = 0; j < n; j++) g[j] += sl * V[a * dim + e] * cs->J[(size_t)(c + a) * n + j];
+        }
+      }
+    }
+    // u = H0^-1 grad; the coupled part by Woodbury: dir = -(u - Y (I + G Y)^-1 G u), Y = H0^-1 G^T
     int bad = h0_solve(cs, nab, q, zero, grad, xdiag, u);
     for (int a = 0; a < nca && !bad; a++)
-      bad = h0_solve(cs, nab, q, zero, cs->J + (size_t)cs->cact[a] * n, xdiag, cs->Y + (size_t)a * n);
+      bad = h0_solve(cs, nab, q, zero, cs->G + (size_t)a * n, xdiag, cs->Y + (size_t)a * n);
     double *S = cs->S, *r = cs->cz, *z = r + nca;
     for (int a = 0; a < nca && !bad; a++) {
-      const double* Ja = cs->J + (size_t)cs->cact[a] * n;
-      for (int b = 0; b <= a; b++) S[(size_t)a * nca + b] = dot(Ja, cs->Y + (size_t)b * n, n);
-      S[(size_t)a * nca + a] += d->efc_R[cs->cidx[cs->cact[a]]];
-      r[a] = dot(Ja, u, n);
+      const double* Ga = cs->G + (size_t)a * n;
+      for (int b = 0; b <= a; b++) S[(size_t)a * nca + b] = dot(Ga, cs->Y + (size_t)b * n, n);
+      S[(size_t)a * nca + a] += 1;
+      r[a] = dot(Ga, u, n);
     }
     if (!bad && nca) bad = cfd_chol_factor(S, nca, nca);
     if (bad) {
@@ -618,7 +825,8 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     double dMd = dot(dir, Md, n), dMe = dot(dir, Me, n);
     if (!(dMd > 0)) { status = 0; break; }  // no direction left: at the minimum
     int pieces;
-    double alpha = line_search(cs, d, k, x, Jd, dMe, dMd, &pieces);
+    double alpha = cones ? line_search_cones(cs, d, k, x, Jd, dMe, dMd, &pieces)
+                         : line_search(cs, d, k, x, Jd, dMe, dMd, &pieces);
     if (out->trace && st.iterations < out->trace_size) {
       mjSolverStat* tr = out->trace + st.iterations;
       memset(tr, 0, sizeof *tr);

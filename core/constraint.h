@@ -30,8 +30,13 @@
 // checked against MuJoCo's efc_J on a test vector; a row that does not match is solved as a
 // coupled one, so the split never changes the answer.
 //
+// Elliptic cones: a contact's rows share one zone; in the middle (cone) zone their cost is
+// MuJoCo's 1/2 Dm (N - mu T)^2 with its dim x dim Hessian, a rank-dim spatial inertia W Hc W^T on
+// a body row's body (left out of the Hessian for a coupled contact: a descent direction still),
+// and the line search, no longer piecewise linear, a bracketed Newton search on phi'.
+//
 // MuJoCo builds the rows (mj_makeConstraint: efc_J, efc_D, efc_aref, efc_frictionloss); chainfd
-// solves. Elliptic cones are refused (the cone's zone couples a contact's rows).
+// solves.
 #ifndef CHAINFD_CONSTRAINT_H
 #define CHAINFD_CONSTRAINT_H
 
@@ -47,10 +52,6 @@ typedef struct cfd_csolver cfd_csolver;
 // dynamics for M). NULL with a message naming the element when the chain adapter refuses m.
 cfd_csolver* cfd_csolver_create(const mjModel* m, char* err, int err_size);
 void cfd_csolver_free(cfd_csolver* cs);
-
-// 0 when the solver takes every row of d (after mj_makeConstraint); 1 with a message naming the
-// element otherwise (a contact with an elliptic cone).
-int cfd_csolver_takes(const mjModel* m, const mjData* d, char* why, int size);
 
 // The options of a solve: stop when the gradient's norm, scaled by 1 / (meaninertia * nv) as
 // MuJoCo scales it, is below tol, or after max_iter Newton steps.
@@ -88,8 +89,8 @@ typedef struct cfd_csolve_out {
 
 // qacc from d's rows (efc_*, as after mj_makeConstraint and mj_fwdVelocity's aref) and the
 // unconstrained acceleration qacc_smooth (nv); d's qpos, xpos and xmat give the configuration.
-// Returns 0, or nonzero with a message (an elliptic cone, a singular system, no convergence
-// within max_iter: then qacc holds the last iterate). d is not written.
+// Returns 0, or nonzero with a message (a singular system, no convergence within max_iter: then
+// qacc holds the last iterate). d is not written.
 int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const double* qacc_smooth,
                       const cfd_csolve_opt* opt, const cfd_csolve_out* out, cfd_csolve_stats* stats,
                       char* err, int err_size);

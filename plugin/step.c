@@ -481,7 +481,7 @@ static int hand_over(chainfd_stepper* s, const mjModel* m, mjData* d, int step, 
 }
 
 // Why chainfd's solver cannot take this state's constraint rows (after mj_makeConstraint), into
-// why; 0 when it can. Options first (they hold for every state with rows), then the rows.
+// why; 0 when it can: the options it does not reproduce, or a model its solver refuses.
 static int constraint_refusal(chainfd_stepper* s, const mjModel* m, const mjData* d, char* why,
                               int size) {
   const char* opt = NULL;
@@ -503,11 +503,6 @@ static int constraint_refusal(chainfd_stepper* s, const mjModel* m, const mjData
   }
   if (!s->csolver) {
     snprintf(why, size, "the constraint solver refuses the model: %s", s->csolver_refusal);
-    return 1;
-  }
-  char rows[MSG_SIZE - 64];
-  if (cfd_csolver_takes(m, d, rows, sizeof rows)) {
-    snprintf(why, size, "%d constraint rows are active and %s", (int)d->nefc, rows);
     return 1;
   }
   return 0;

@@ -371,18 +371,23 @@ static void expect_fallback(const char* what, const char* option, const char* wo
 }
 
 // Constraint rows through the plugin (chainfd_step with fallback=error, so a MuJoCo step would
-// fail): the tip on a floor (pyramidal contact), j1 beyond its range (a limit), friction loss on
-// j1; 30 steps each against mj_step, and the rows' forces and the touch of the tip.
+// fail): the tip on a floor (a contact, pyramidal and elliptic), j1 beyond its range (a limit),
+// friction loss on j1; 30 steps each against mj_step, and the rows' forces.
 static void test_constraint_steps(void) {
-  static const struct { const char* what; const char* world; const char* joint1; double scale; } c[] = {
-      {"contact", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0},
-      {"joint limit", "", "limited=\"true\" range=\"-0.1 0.1\"", 1.0},
-      {"frictionloss", "", "frictionloss=\"0.1\"", 0.3},
+  static const struct {
+    const char *what, *option, *world, *joint1;
+    double scale;
+  } c[] = {
+      {"contact", "", "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0},
+      {"elliptic contact", "cone=\"elliptic\"",
+       "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0},
+      {"joint limit", "", "", "limited=\"true\" range=\"-0.1 0.1\"", 1.0},
+      {"frictionloss", "", "", "frictionloss=\"0.1\"", 0.3},
   };
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     mjModel* m = chain_model("<config key=\"backend\" value=\"cpu\"/>"
                              "<config key=\"fallback\" value=\"error\"/>",
-                             "", c[i].world, c[i].joint1);
+                             c[i].option, c[i].world, c[i].joint1);
     if (!m) continue;
     mjData* d = mj_makeData(m);
     set_state(m, d, c[i].scale);
@@ -428,11 +433,11 @@ static void count_control(const mjModel* m, mjData* d) {
 }
 
 static void test_fallback(void) {
-  // the tip rests on a floor: a contact, whose friction cone is elliptic (pyramidal cones are
-  // chainfd's: test_constraint_steps)
-  expect_fallback("elliptic contact", "cone=\"elliptic\"",
+  // the tip rests on a floor: a contact, with a noslip pass after the solver (without one the
+  // contact is chainfd's: test_constraint_steps)
+  expect_fallback("contact, noslip", "noslip_iterations=\"2\"",
                   "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "", 0.0,
-                  "elliptic friction cone", 1);
+                  "noslip_iterations", 1);
   // j1 starts beyond its range: a limit, with a noslip pass after the solver
   expect_fallback("joint limit, noslip", "noslip_iterations=\"2\"", "",
                   "limited=\"true\" range=\"-0.1 0.1\"", 1.0, "noslip_iterations", 1);
@@ -446,11 +451,12 @@ static void test_fallback(void) {
                   "name=\"swing\"><joint name=\"js\"/><geom type=\"sphere\" size=\"0.05\"/>"
                   "</body></body>", "", 0.3, "mocap ancestor", 1);
 
-  // fallback=error and a NaN qpos where the reset state (qpos0) has a contact (elliptic: MuJoCo's):
+  // fallback=error and a NaN qpos where the reset state (qpos0) has a contact (with a noslip pass:
+  // MuJoCo's):
   // mj_checkPos resets the state before the contact is seen; the refusal must put it back,
   // warnings included
   {
-    mjModel* m = chain_model(fallback_error, "cone=\"elliptic\"",
+    mjModel* m = chain_model(fallback_error, "noslip_iterations=\"2\"",
                              "<geom type=\"plane\" size=\"2 2 0.1\" pos=\"0 0 0.98\"/>", "");
     if (m) {
       mjData* d = mj_makeData(m);
@@ -460,7 +466,7 @@ static void test_fallback(void) {
       mjData* before = mj_copyData(NULL, m, d);
       int status = chainfd_step(m, d);
       printf("NaN qpos, contact after the reset, fallback=error -> %d: %s\n", status, chainfd_last_error());
-      EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "elliptic"),
+      EXPECT(status == CHAINFD_ERR_UNSUPPORTED && strstr(chainfd_last_error(), "noslip"),
              "a NaN qpos whose reset meets a contact: status %d", status);
       EXPECT(same_state(m, d, before) && d->time == 5 &&
              d->warning[mjWARN_BADQPOS].number == before->warning[mjWARN_BADQPOS].number,

@@ -57,6 +57,7 @@ static const model_case cases[] = {
     {CHAINFD_TESTS_DIR "/constraints/loop_connect_weld.xml", 1e-8, "branch", 1},
     {CHAINFD_TESTS_DIR "/constraints/rope_floor_pyramidal.xml", 1e-8, "ball or free", 1},
     {CHAINFD_TESTS_DIR "/cli/contact_limit.xml", 1e-9, NULL, 1},
+    {CHAINFD_TESTS_DIR "/constraints/rope_floor_elliptic.xml", 1e-8, "ball or free", 1},
 };
 
 static const struct { int integrator; const char* name; } integrators[] = {
@@ -92,17 +93,40 @@ static double kkt_residual(const mjModel* m, const mjData* d, const double* qacc
     g[i] = s;
     den += s0 * s0;
   }
+  long double* xs = malloc(sizeof(long double) * (k ? k : 1));
   for (int r = 0; r < k; r++) {
-    long double x = -(long double)d->efc_aref[r], f;
-    for (int j = 0; j < nv; j++) x += (long double)J[(size_t)r * nv + j] * qacc[j];
-    long double D = d->efc_D[r], R = d->efc_R[r], fl = d->efc_frictionloss[r];
-    int t = d->efc_type[r];
-    if (t == mjCNSTR_EQUALITY) f = -D * x;
-    else if (t == mjCNSTR_FRICTION_DOF || t == mjCNSTR_FRICTION_TENDON)
-      f = x <= -R * fl ? fl : x >= R * fl ? -fl : -D * x;
-    else f = x < 0 ? -D * x : 0;
-    for (int j = 0; j < nv; j++) g[j] -= (long double)J[(size_t)r * nv + j] * f;
+    xs[r] = -(long double)d->efc_aref[r];
+    for (int j = 0; j < nv; j++) xs[r] += (long double)J[(size_t)r * nv + j] * qacc[j];
   }
+  for (int r = 0; r < k; r++) {
+    long double x = xs[r], f[6] = {0};
+    long double D = d->efc_D[r], R = d->efc_R[r], fl = d->efc_frictionloss[r];
+    int t = d->efc_type[r], dim = 1;
+    if (t == mjCNSTR_EQUALITY) f[0] = -D * x;
+    else if (t == mjCNSTR_FRICTION_DOF || t == mjCNSTR_FRICTION_TENDON)
+      f[0] = x <= -R * fl ? fl : x >= R * fl ? -fl : -D * x;
+    else if (t == mjCNSTR_CONTACT_ELLIPTIC) {  // MuJoCo's cone zones (mj_constraintUpdate)
+      const mjContact* con = d->contact + d->efc_id[r];
+      long double mu = con->mu, U[6], T = 0;
+      dim = con->dim;
+      U[0] = xs[r] * mu;
+      for (int j = 1; j < dim; j++) U[j] = xs[r + j] * con->friction[j - 1], T += U[j] * U[j];
+      T = sqrtl(T);
+      long double N = U[0];
+      if (N >= mu * T || (T <= 0 && N >= 0)) {
+      } else if (mu * N + T <= 0 || (T <= 0 && N < 0)) {
+        for (int j = 0; j < dim; j++) f[j] = -(long double)d->efc_D[r + j] * xs[r + j];
+      } else {
+        long double Dm = D / (mu * mu * (1 + mu * mu));
+        f[0] = -Dm * (N - mu * T) * mu;
+        for (int j = 1; j < dim; j++) f[j] = -f[0] / T * U[j] * con->friction[j - 1];
+      }
+    } else f[0] = x < 0 ? -D * x : 0;
+    for (int a = 0; a < dim; a++)
+      for (int j = 0; j < nv; j++) g[j] -= (long double)J[(size_t)(r + a) * nv + j] * f[a];
+    r += dim - 1;
+  }
+  free(xs);
   for (int i = 0; i < nv; i++) num += g[i] * g[i];
   free(M); free(J); free(g);
   return (double)sqrtl(num / (den > 0 ? den : 1));
