@@ -106,7 +106,8 @@ enum { STEPPER_STEPS = 0, STEPPER_THIS_STATE = 1, STEPPER_NEVER = 2 };
 // file; the plugin instance's config when declared, else backend=auto) by one chainfd step with
 // fallback=error from the model's initial state (qpos0), and prints it on one line beginning
 // "stepper:". STEPPER_NEVER: every step goes to MuJoCo (an option or element chainfd does not
-// reproduce, constraint rows that exist in every state: frictionloss, equality, or a config error);
+// reproduce, rows in every state under an option its solver refuses, e.g. friction loss with a
+// noslip pass, or a config error);
 // STEPPER_THIS_STATE: the initial state has contacts or active limits.
 static int predict_stepper(const mjModel* m) {
   int inst = cfd_plugin_instance(m, CHAINFD_PLUGIN_NAME);
@@ -162,8 +163,8 @@ static int predict_stepper(const mjModel* m) {
     if (more[0]) printf("  MuJoCo takes the steps where these make constraint rows: %s\n", more);
     verdict = STEPPER_THIS_STATE;
   } else {
-    // a refused model or option (no constraint rows made), frictionloss or equality rows (made in
-    // every state), or an error of the configuration
+    // a refused model or option (no constraint rows made), rows its solver refuses made in every
+    // state (friction loss or equality under a noslip pass, say), or an error of the configuration
     const char* why = rc == CHAINFD_ERR_UNSUPPORTED ? st.last_fallback : chainfd_last_error();
     if (rc == CHAINFD_ERR_UNSUPPORTED && d->nf > 0)
       snprintf(more, sizeof more, "%s (frictionloss rows exist in every state)", why);
@@ -450,7 +451,11 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
   double worst = 0, worst_smooth = 0;
   cfd_rng rng = {seed};
   cfd_csolve_opt opt = {1e-12, 200, NULL};
-  for (int s = 0; s < states && d && smooth && got; s++) {
+  if (!d || !smooth || !got) {
+    printf("out of memory for the states\n");
+    failed = 1;
+  }
+  for (int s = 0; s < states && !failed; s++) {
     mj_resetData(m, d);
     if (m->nkey > 0 && s < states / 2) {  // a keyframe, its qpos and qvel with noise
       mj_resetDataKeyframe(m, d, s % m->nkey);
@@ -542,7 +547,8 @@ int cfd_cmd_check(int argc, char** argv) {
     int rc = 0;
     if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol, steps_tol_given)) {
       printf("FAILED: chainfd_step against mj_step: a step failed, or one step's qpos or scaled "
-             "qvel differs by more than %.1e\n", steps_tol_given ? steps_tol : 1e-6);
+             "qvel differs by more than %.1e (%s)\n", steps_tol_given ? steps_tol : 1e-6,
+             steps_tol_given ? "--steps-tol" : "1e-8 where no rows were active");
       rc = 1;
     }
     rc |= check_constraints(m, states, seed, tol_given ? tol : 1e-8);
@@ -721,7 +727,8 @@ int cfd_cmd_check(int argc, char** argv) {
   if (!(worst_id <= tol)) failed = 1;
   if (steps > 0 && check_steps(m, backend, steps, seed, steps_tol, steps_tol_given)) {
     printf("FAILED: chainfd_step against mj_step: a step failed, or one step's qpos or scaled qvel "
-           "differs by more than %.1e\n", steps_tol);
+           "differs by more than %.1e%s\n", steps_tol,
+           steps_tol_given ? "" : " (1e-6 where constraint rows were active)");
     failed = 1;
   }
   if (failed) printf("FAILED: an error exceeds the tolerance %.1e\n", tol);

@@ -547,8 +547,9 @@ static double line_search(cfd_csolver* cs, const mjData* d, int k, const double*
   *pieces = 1;
   for (int b = 0; b <= nb; b++) {
     double hi = b < nb ? bp[b].alpha : INFINITY;
-    double root = -G / H;  // (H >= dMd > 0)
-    if (root <= hi) return root > lo ? root : lo;
+    if (!(H >= dMd)) H = dMd;  // (the updates' rounding: H is at least dMd > 0)
+    double root = -G / H;
+    if (root <= hi || b == nb) return root > lo ? root : lo;
     // cross: row i takes its zone inside the next piece (past any breakpoints tied with this one)
     int i = bp[b].row, next = b + 1;
     while (next < nb && bp[next].alpha <= hi) next++;
@@ -613,7 +614,7 @@ static double line_search_cones(cfd_csolver* cs, const mjData* d, int k, const d
     if (g >= 0) break;
     lo = hi;
   }
-  if (g < 0) return hi;
+  if (g <= 0) return hi;  // (the top is the root: near convergence, often alpha = 1)
   double a = hi - g / h;  // Newton from the bracket's top
   for (int t = 0; t < 100 && hi - lo > 1e-15 * hi; t++) {
     if (!(a > lo && a < hi)) a = 0.5 * (lo + hi);
@@ -667,7 +668,7 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
   // x at qacc_smooth: MuJoCo's efc_b (to rounding), in O(n + k) for the body and dof rows
   rows_times(cs, k, kc, qacc_smooth, x);
   for (int i = 0; i < k; i++) x[i] -= d->efc_aref[i];
-  if (out->efc_b) memcpy(out->efc_b, x, sizeof(double) * k);
+  if (out->efc_b && k) memcpy(out->efc_b, x, sizeof(double) * k);
 
   double scale = 1 / (m->stat.meaninertia * (n > 1 ? n : 1));
   memcpy(qacc, qacc_smooth, sizeof(double) * n);
@@ -841,9 +842,9 @@ int cfd_csolver_solve(cfd_csolver* cs, const mjModel* m, const mjData* d, const 
     for (int i = 0; i < k; i++) x[i] += alpha * Jd[i];
     eMe = dot(e, Me, n);
   }
-  if (out->efc_force) memcpy(out->efc_force, f, sizeof(double) * k);
+  if (out->efc_force && k) memcpy(out->efc_force, f, sizeof(double) * k);
   if (out->qfrc_constraint) rows_transpose_times(cs, k, kc, f, out->qfrc_constraint);
-  if (out->efc_state) memcpy(out->efc_state, cs->zone, sizeof(int) * k);
+  if (out->efc_state && k) memcpy(out->efc_state, cs->zone, sizeof(int) * k);
   st.cost = cost;
   if (stats) *stats = st;
   if (status && !err[0])

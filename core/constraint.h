@@ -67,7 +67,7 @@ typedef struct cfd_csolve_stats {
   int iterations;   // Newton steps taken
   int active;       // rows in their quadratic zone at the end
   double gradient;  // the last scaled gradient norm
-  double cost;      // the cost c(qacc) at the end, less its value at qacc_smooth
+  double cost;      // the cost c(qacc) at the end
   int rows_body, rows_dof, rows_coupled;  // how the rows were solved (above)
 } cfd_csolve_stats;
 

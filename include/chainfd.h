@@ -32,12 +32,16 @@
 // Kinematic trees of hinge, slide, ball and free joints are stepped. What it cannot step exactly it
 // never approximates. A model the chain adapter refuses (tendon or actuator armature, flexes, a
 // mocap base, ...), an option it does not reproduce (integrator implicit, sleep, history buffers,
-// non-diagonal implicit terms, RK4 with a ball or free joint, ...) or a state with active constraints (contacts, joint
-// limits, equality, frictionloss: any d->nefc > 0) is stepped by mj_step when fallback=mujoco (the
-// reason printed once per mjData, and kept in chainfd_stats), or refused with
-// CHAINFD_ERR_UNSUPPORTED when fallback=error: then the integration state (time, qpos, qvel, act,
-// qacc_warmstart, ctrl, plugin state, ...) is untouched and d->qacc never holds a refused result; for a state-dependent refusal (active
-// constraints) the position-dependent quantities (xpos, contacts, efc_*) have been recomputed.
+// non-diagonal implicit terms, RK4 with a ball or free joint, ...) or a state whose constraint rows
+// chainfd's solver does not take (rows under noslip_iterations > 0, diagexact, speculative or IPC
+// contacts) is stepped by mj_step when fallback=mujoco (the reason printed once per mjData, and
+// kept in chainfd_stats), or refused with CHAINFD_ERR_UNSUPPORTED when fallback=error: then the
+// integration state (time, qpos, qvel, act, qacc_warmstart, ctrl, plugin state, ...) is untouched
+// and d->qacc never holds a refused result; for a state-dependent refusal the position-dependent
+// quantities (xpos, contacts, efc_*) have been recomputed. Other constraint rows (contacts with
+// pyramidal or elliptic cones, limits, equalities, friction loss) are built by MuJoCo and solved
+// by chainfd, which writes qacc, efc_force, efc_state, efc_b and qfrc_constraint; a solve that
+// does not converge hands the step over as a back end's failure does.
 //
 // mjData's mass-matrix fields (M, qM, qLD) are not computed by chainfd (they keep old values),
 // except that mj_makeM runs when energy is enabled or a kinetic-energy sensor exists, since
@@ -49,7 +53,8 @@
 // Other parameters and m->opt (timestep, integrator, gravity, flags) are read at every step.
 // d->timer counts steps, forward evaluations and advances as mj_step does (through mjcb_time), and MuJoCo's
 // stage functions that chainfd calls count themselves; the position stage (whose parts chainfd
-// calls one by one) and the stages it replaces (mass matrix, constraint solver) are not counted.
+// calls one by one) and the mass matrix are not counted; chainfd's constraint solver counts as
+// mjTIMER_CONSTRAINT.
 //
 // Several mjData of one model may step in several threads at once: all state is per mjData.
 #ifndef CHAINFD_CHAINFD_H

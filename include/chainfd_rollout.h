@@ -17,7 +17,9 @@
 // Each step has mj_step's semantics for the models accepted: chains and trees of hinges, slides,
 // ball and free joints (no actuator on a ball or free joint; no free body alone in its tree under
 // implicitfast, which MuJoCo solves with its gyroscopic derivative); joint springs (linear on
-// hinges and slides, MuJoCo's quaternion spring on a ball) and damping; gravity; actuators on joints with fixed or affine gain and none or affine bias
+// hinges and slides, MuJoCo's quaternion spring on a ball) and damping; joint limits and friction
+// loss of hinges and slides (MuJoCo's soft constraints, solved inside each step; not on an
+// extended chain, not with a noslip pass or diagexact); gravity; actuators on joints with fixed or affine gain and none or affine bias
 // (motor, position, velocity, general), no activation; Euler (with implicit joint damping) or
 // implicitfast. Anything else is refused at creation with the element and the reason. The model's
 // timestep, gravity and flags are read at creation: make a new rollout after changing m->opt.

@@ -342,8 +342,15 @@ CFD_HD double cfd_rollout_rows_line(const cfd_rollout_params* p, const double* r
 
 // MuJoCo's constrained acceleration of the instance (its rows made by cfd_rollout_rows_make) into
 // entry 12, its constraint force J^T f into qfrc: Newton's method as above, from the zones of the
-// last step. Returns the ABA's status.
-CFD_HD int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* p, const double* q,
+// last step (at most 100 steps; then the last point, as MuJoCo takes its last iterate). Returns
+// the ABA's status. Not inlined on the GPU: the kernels of models without rows keep their
+// registers (inlined, it raised their spills about 2.7x).
+#ifdef __CUDACC__
+#define CFD_ROWS_SOLVE __host__ __device__ __noinline__
+#else
+#define CFD_ROWS_SOLVE static
+#endif
+CFD_ROWS_SOLVE int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* p, const double* q,
                                   const double* qvel, const double* tau, double* qfrc,
                                   double* work, double* rs, long stride, int lean) {
   int n = p->n;
@@ -382,12 +389,15 @@ CFD_HD int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* 
       CFD_RR(13, i) += alpha * (CFD_RR(15, i) - CFD_RR(13, i));
     }
   }
-  for (int i = 0; i < n; i++) {  // J^T f at the end, in the zones found there
-    double f = 0, fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
+  for (int i = 0; i < n; i++) {  // J^T f at the end, in the zones at the final point (kept for
+    double f = 0, fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];  // the next step's first guess)
     for (int s = 0; s < 3; s++) {
       double D = CFD_RR(9 + s, i), cs = s == 2 ? -1 : 1;
       if (D == 0) continue;
-      f += cs * cfd_rollout_row_force((int)CFD_RR(s, i), cs * CFD_RR(12, i) - CFD_RR(6 + s, i), D, fl);
+      double x = cs * CFD_RR(12, i) - CFD_RR(6 + s, i);
+      int z = cfd_rollout_row_zone(s, x, D, fl);
+      CFD_RR(s, i) = z;
+      f += cs * cfd_rollout_row_force(z, x, D, fl);
     }
     qfrc[i * stride] = f;
   }

@@ -566,7 +566,7 @@ static int solve_constraints(chainfd_stepper* s, const mjModel* m, mjData* d) {
     snprintf(s->solver_failure, sizeof s->solver_failure, "the constraint solver: %s", err);
     return 1;
   }
-  d->solver_niter[0] = st.iterations < mjNSOLVER ? st.iterations : mjNSOLVER;
+  d->solver_niter[0] = st.iterations;  // (d->solver holds the first mjNSOLVER steps' entries)
   for (int i = 0; i < nv; i++) s->tau_con[i] = s->tau[i] + d->qfrc_constraint[i];
   s->constrained = 1;
   timer_end(d, mjTIMER_CONSTRAINT, start);
@@ -668,6 +668,10 @@ static int evaluate_untimed(chainfd_stepper* s, const mjModel* m, mjData* d, int
     memcpy(d->qacc, s->qacc_eval, sizeof(double) * nv);
     memset(d->qfrc_constraint, 0, sizeof(double) * nv);
     memset(d->solver_niter, 0, sizeof(d->solver_niter));
+    if (d->nefc > 0) {  // a NaN state: no rows' forces from it (as MuJoCo's, NaN)
+      for (int i = 0; i < d->nefc; i++) d->efc_force[i] = NAN;
+      for (int i = 0; i < nv; i++) d->qfrc_constraint[i] = NAN;
+    }
   }
   memcpy(d->qacc_smooth, s->qacc_eval, sizeof(double) * nv);
 

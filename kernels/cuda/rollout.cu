@@ -784,7 +784,8 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
 }
 
 // The kernel a run of B instances takes: the rule, in order (each bound's reason at its #define).
-// Long chains in small batches, the scan kernel per step; short chains with joint frames, the
+// A tree: a thread per instance. Constraint rows (limits, friction loss: rollout_step.h): a
+// thread per instance, its scratch local up to 16 links, else global. Long chains in small batches, the scan kernel per step; short chains with joint frames, the
 // world-coordinate lanes (a link per lane) while the batch leaves them the GPU; up to 256 links with
 // joint frames, a warp per instance in blocks of 32 links; otherwise 8 lanes per instance in link
 // frames (state in shared memory up to 16 links, else global) up to a few thousand instances;
