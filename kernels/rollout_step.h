@@ -343,14 +343,9 @@ CFD_HD double cfd_rollout_rows_line(const cfd_rollout_params* p, const double* r
 // MuJoCo's constrained acceleration of the instance (its rows made by cfd_rollout_rows_make) into
 // entry 12, its constraint force J^T f into qfrc: Newton's method as above, from the zones of the
 // last step (at most 100 steps; then the last point, as MuJoCo takes its last iterate). Returns
-// the ABA's status. Not inlined on the GPU: the kernels of models without rows keep their
-// registers (inlined, it raised their spills about 2.7x).
-#ifdef __CUDACC__
-#define CFD_ROWS_SOLVE __host__ __device__ __noinline__
-#else
-#define CFD_ROWS_SOLVE static
-#endif
-CFD_ROWS_SOLVE int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* p, const double* q,
+// the ABA's status. (The GPU's kernels for models without rows are compiled with rows NULL, so
+// that this code is left out of them: inlined, it raised their spills about 2.7x.)
+CFD_HD int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* p, const double* q,
                                   const double* qvel, const double* tau, double* qfrc,
                                   double* work, double* rs, long stride, int lean) {
   int n = p->n;

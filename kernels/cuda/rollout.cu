@@ -70,12 +70,16 @@ struct cfd_gpu_rollout {
 };
 
 // (layout: 1, aba_core.h's lean sweeps; CFD_ROLLOUT_TREE on a tree or ball or free joints)
+// ROWS: the model has constraint rows; without, p.rows is NULL at compile time and the rows' code
+// (rollout_step.h) is left out, sparing the kernel its registers
+template <bool ROWS>
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __restrict__ init,
                int shared_init, const double* __restrict__ ctrl, double* __restrict__ out,
                int final_only, double* work, rollout_flags* flags, int* warn, int layout) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
+  if (!ROWS) p.rows = NULL;
   int n = p.n;
   double* w = work + b;
   double* qpos = cfd_rollout_qpos(w, n, B, layout);
@@ -85,7 +89,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
     qpos[(long)i * B] = x0[i];
     qvel[(long)i * B] = x0[n + i];
   }
-  if (p.rows) cfd_rollout_rows_init(&p, w, B, layout);
+  if (ROWS) cfd_rollout_rows_init(&p, w, B, layout);
   double* o = out + (size_t)b * (final_only ? 1 : H + 1) * 2 * n;
   if (!final_only)
     for (int i = 0; i < n; i++) o[i] = x0[i], o[n + i] = x0[n + i];
@@ -120,6 +124,7 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      rollout_flags* flags, int* warn) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
+  if (!ROWS) p.rows = NULL;
   int n = p.n;
   double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6 + (ROWS ? CFD_ROLLOUT_ROW_DOUBLES : 0))];
   double* qpos = cfd_rollout_qpos(w, n, 1, 1);
@@ -923,9 +928,14 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
             r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->flags, r->warn);
       break;
     case RK_THREAD_GLOBAL:
-      rollout_kernel<<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
-          r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work, r->flags,
-          r->warn, r->tree ? CFD_ROLLOUT_TREE : 1);
+      if (r->params.rows)
+        rollout_kernel<true><<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+            r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work,
+            r->flags, r->warn, r->tree ? CFD_ROLLOUT_TREE : 1);
+      else
+        rollout_kernel<false><<<blocks, ROLLOUT_THREADS, 0, r->stream>>>(
+            r->chain, r->params, B, H, dinit, shared_init, dctrl, dout, final_only, r->work,
+            r->flags, r->warn, r->tree ? CFD_ROLLOUT_TREE : 1);
       break;
   }
   e = cudaGetLastError();
