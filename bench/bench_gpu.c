@@ -584,6 +584,17 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
   free_set(&s);
 }
 
+// A batch's starts (B x nx) and controls (B x H x nu) copied to new device arrays, and a device
+// array for its states (B x (H + 1) x nx)
+static void upload_batch(int B, int H, int nx, int nu, const double* init, const double* ctrl,
+                         double** dinit, double** dctrl, double** dout) {
+  cudaMalloc((void**)dinit, sizeof(double) * (size_t)B * nx);
+  cudaMalloc((void**)dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+  cudaMalloc((void**)dout, sizeof(double) * (size_t)B * (H + 1) * nx);
+  cudaMemcpy(*dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
+  cudaMemcpy(*dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+}
+
 // ---- rollouts: env-steps per second, GPU against MuJoCo's mj_step on all cores -------------------
 
 typedef struct {
@@ -661,11 +672,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         memcpy(ctrl + (size_t)b * H * nu, pool_ctrl + (size_t)(b % POOL) * H * nu, sizeof(double) * H * nu);
       }
       double *dinit, *dctrl, *dout;
-      cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
-      cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-      cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
-      cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
-      cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+      upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
       double res[7], e2e[7], pin[7], one[7], other[7] = {0};
       // end to end from page-locked host memory too (chainfd_host_alloc)
       double* pinit = NEED(chainfd_host_alloc(sizeof(double) * (size_t)B * nx));
@@ -793,11 +800,7 @@ static void rollout_limits(const char* spec, int maxB, double frictionloss) {
     }
     for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
     double *dinit, *dctrl, *dout;
-    cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
-    cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-    cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * (H + 1) * nx);
-    cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
-    cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+    upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
     cfd_gpu_tuning thread = {.rollout_thread = 1};
     double t0 = rollout_resident_us(r, B, H, dinit, dctrl, dout, NULL);
     double t1 = rollout_resident_us(r, B, H, dinit, dctrl, dout, &thread);

@@ -120,27 +120,28 @@ def test_config_errors():
         expect(e.code == 1, f"no instance: {e}")
 
 
+def side_by_side(model, steps=20):
+    """mj_step and chainfd.step from the same start: (MuJoCo's data, chainfd's)"""
+    ref, got = mujoco.MjData(model), mujoco.MjData(model)
+    start(model, ref, 1.0)
+    start(model, got, 1.0)
+    for _ in range(steps):
+        mujoco.mj_step(model, ref)
+        chainfd.step(model, got)
+    return ref, got
+
+
 def test_fallback():
     # a limit row: chainfd's solver takes it; with a noslip pass after the solver it is MuJoCo's
     limit = 'limited="true" range="-0.1 0.1"'
     model = chain('<config key="backend" value="cpu"/><config key="fallback" value="error"/>', limit)
-    ref, got = mujoco.MjData(model), mujoco.MjData(model)
-    start(model, ref, 1.0)
-    start(model, got, 1.0)
-    for _ in range(20):
-        mujoco.mj_step(model, ref)
-        chainfd.step(model, got)
+    ref, got = side_by_side(model)
     expect(np.abs(got.qpos - ref.qpos).max() < 1e-12, "a limit row solved by chainfd equals mj_step")
     expect(chainfd.stats(model, got)["steps_chainfd"] == 20, "the limit's steps are chainfd's")
 
     model = chain('<config key="fallback" value="mujoco"/>', limit)
     model.opt.noslip_iterations = 2
-    ref, got = mujoco.MjData(model), mujoco.MjData(model)
-    start(model, ref, 1.0)
-    start(model, got, 1.0)
-    for _ in range(20):
-        mujoco.mj_step(model, ref)
-        chainfd.step(model, got)
+    ref, got = side_by_side(model)
     expect(np.array_equal(state(model, ref), state(model, got)), "fallback=mujoco equals mj_step")
     expect(chainfd.stats(model, got)["steps_mujoco"] == 20, "fallback counted")
 
