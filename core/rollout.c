@@ -103,11 +103,27 @@ static int check_model(const mjModel* m, char* err, int size) {
     if (m->actuator_ctrlnum[a] != 1) return refuse(err, size, "actuator %s has several controls", an);
   }
   if (!off(m, mjDSBL_CONSTRAINT)) {
-    // rolled out: limits and friction loss of hinges and slides (rollout_step.h); the rest must be
-    // impossible
-    if (m->neq > 0 && !off(m, mjDSBL_EQUALITY))
-      return refuse(err, size, "equality %s is a constraint", name(m, mjOBJ_EQUALITY, 0).s);
-    int rows = 0;
+    // rolled out: limits and friction loss of hinges and slides, joint equalities between them
+    // (rollout_step.h); the rest must be impossible
+    int rows = 0, coupled = 0;
+    for (int e = 0; e < m->neq && !off(m, mjDSBL_EQUALITY); e++) {
+      if (!m->eq_active0[e]) continue;  // (rows of the model's initial activity, eq_active0)
+      if (m->eq_type[e] != mjEQ_JOINT)
+        return refuse(err, size, "equality %s is a %s: rollouts take joint equalities", name(m, mjOBJ_EQUALITY, e).s,
+                      m->eq_type[e] == mjEQ_CONNECT ? "connect" : m->eq_type[e] == mjEQ_WELD ? "weld"
+                      : m->eq_type[e] == mjEQ_TENDON ? "tendon equality" : "flex or other equality");
+      for (int k = 0; k < 2; k++) {
+        int j = k ? m->eq_obj2id[e] : m->eq_obj1id[e];
+        if (j >= 0 && m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE)
+          return refuse(err, size, "equality %s couples %s joint %s: rollouts take joint equalities "
+                        "of hinges and slides", name(m, mjOBJ_EQUALITY, e).s,
+                        m->jnt_type[j] == mjJNT_BALL ? "ball" : "free", name(m, mjOBJ_JOINT, j).s);
+      }
+      rows = 1;
+      if (m->eq_obj2id[e] >= 0 && ++coupled > CFD_ROLLOUT_EQ_MAX)
+        return refuse(err, size, "equality %s: rollouts take at most %d joint equalities between "
+                      "two joints", name(m, mjOBJ_EQUALITY, e).s, CFD_ROLLOUT_EQ_MAX);
+    }
     for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++) {
       int t = m->jnt_type[j];
       rows |= m->jnt_limited[j];
@@ -131,11 +147,16 @@ static int check_model(const mjModel* m, char* err, int size) {
         int b1 = m->geom_bodyid[g1], b2 = m->geom_bodyid[g2];
         if (b1 == b2 || (m->body_weldid[b1] == 0 && m->body_weldid[b2] == 0)) continue;
         if ((m->geom_contype[g1] & m->geom_conaffinity[g2]) || (m->geom_contype[g2] & m->geom_conaffinity[g1]))
-          return refuse(err, size, "geoms %s and %s can collide (contacts are not rolled out)",
+          return refuse(err, size, "bodies %s and %s can touch (geoms %s and %s collide; contacts "
+                        "are not rolled out)", name(m, mjOBJ_BODY, b1).s, name(m, mjOBJ_BODY, b2).s,
                         name(m, mjOBJ_GEOM, g1).s, name(m, mjOBJ_GEOM, g2).s);
       }
-    if (m->npair > 0 && !off(m, mjDSBL_CONTACT))
-      return refuse(err, size, "contact pair %s", name(m, mjOBJ_PAIR, 0).s);
+    if (m->npair > 0 && !off(m, mjDSBL_CONTACT)) {
+      int g1 = m->pair_geom1[0], g2 = m->pair_geom2[0];
+      return refuse(err, size, "contact pair %s: bodies %s and %s can touch (contacts are not "
+                    "rolled out)", name(m, mjOBJ_PAIR, 0).s, name(m, mjOBJ_BODY, m->geom_bodyid[g1]).s,
+                    name(m, mjOBJ_BODY, m->geom_bodyid[g2]).s);
+    }
   }
   return 0;
 }
@@ -185,6 +206,8 @@ static int extend(chainfd_rollout* r, int links, char* err, int err_size) {
 // refused the rest)
 static int rollout_rows(const mjModel* m) {
   if (off(m, mjDSBL_CONSTRAINT)) return 0;
+  for (int e = 0; e < m->neq && !off(m, mjDSBL_EQUALITY); e++)
+    if (m->eq_active0[e]) return 1;
   for (int j = 0; j < m->njnt && !off(m, mjDSBL_LIMIT); j++)
     if (m->jnt_limited[j]) return 1;
   for (int i = 0; i < m->nv && !off(m, mjDSBL_FRICTIONLOSS); i++)
@@ -210,6 +233,31 @@ static void solver_params(const mjModel* m, const double* solref_in, const doubl
   *K = ref[0] > 0 ? 1 / fmax(mjMINVAL, dmax * dmax * ref[0] * ref[0] * ref[1] * ref[1])
                   : -ref[0] / fmax(mjMINVAL, dmax * dmax);
   *B = ref[1] > 0 ? 2 / fmax(mjMINVAL, dmax * ref[0]) : -ref[1] / fmax(mjMINVAL, dmax);
+}
+
+// The active joint equalities' parameters (rollout_step.h, CFD_EP_*) into ep (NULL: only counted);
+// returns their count
+static int eq_params(const mjModel* m, double* ep) {
+  int count = 0;
+  for (int e = 0; e < m->neq && !off(m, mjDSBL_CONSTRAINT) && !off(m, mjDSBL_EQUALITY); e++) {
+    if (!m->eq_active0[e]) continue;  // (check_model: each a joint equality of hinges and slides)
+    if (!ep) {
+      count++;
+      continue;
+    }
+    double* E = ep + CFD_EP_COUNT * count++;
+    int j1 = m->eq_obj1id[e], j2 = m->eq_obj2id[e];
+    E[CFD_EP_DOF1] = m->jnt_dofadr[j1];
+    E[CFD_EP_REF1] = m->qpos0[m->jnt_qposadr[j1]];
+    E[CFD_EP_DOF2] = j2 >= 0 ? m->jnt_dofadr[j2] : -1;
+    E[CFD_EP_REF2] = j2 >= 0 ? m->qpos0[m->jnt_qposadr[j2]] : 0;
+    for (int k = 0; k < 5; k++) E[CFD_EP_POLY + k] = m->eq_data[mjNEQDATA * e + k];
+    solver_params(m, m->eq_solref + mjNREF * e, m->eq_solimp + mjNIMP * e, &E[CFD_EP_K],
+                  &E[CFD_EP_B], E + CFD_EP_IMP);
+    // mj_diagApprox: the dofs' invweight0 summed
+    E[CFD_EP_DIAG] = m->dof_invweight0[m->jnt_dofadr[j1]] + (j2 >= 0 ? m->dof_invweight0[m->jnt_dofadr[j2]] : 0);
+  }
+  return count;
 }
 
 // The rows' parameters per dof (rollout_step.h, CFD_RP_*) into rp (n x CFD_RP_COUNT)
@@ -300,16 +348,17 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   int n = r->chain.n, nu = m->nu, rows = rollout_rows(m);
   if (links > 0 && rows) {
     chainfd_rollout_free(r);
-    return refuse(err, err_size, "an extended chain takes no limits or friction loss (their repeats "
+    return refuse(err, err_size, "an extended chain takes no limits, friction loss or equalities (their repeats "
                   "would need rows of their own)");
   }
   r->n = n;
   r->nu = nu;
   r->device = device;
-  r->param_data = calloc(5 * (size_t)n + 11 * (size_t)nu + (rows ? CFD_RP_COUNT * (size_t)n : 0) + 1,
-                         sizeof(double));
+  int neq = rows ? eq_params(m, NULL) : 0;
+  r->param_data = calloc(5 * (size_t)n + 11 * (size_t)nu + (rows ? CFD_RP_COUNT * (size_t)n : 0) +
+                         CFD_EP_COUNT * (size_t)neq + 1, sizeof(double));
   r->act_dof = calloc((size_t)nu + 1, sizeof(int));
-  r->work = malloc(sizeof(double) * (cfd_rollout_doubles(n, r->layout) + cfd_rollout_rows_doubles(n, rows)));
+  r->work = malloc(sizeof(double) * (cfd_rollout_doubles(n, r->layout) + cfd_rollout_rows_doubles(n, rows, neq)));
   if (!r->param_data || !r->act_dof || !r->work) {
     chainfd_rollout_free(r);
     return refuse(err, err_size, "out of memory");
@@ -381,6 +430,8 @@ static int create(const mjModel* m, int links, int device, chainfd_rollout** out
   p->ctrlrange = ctrlrange;
   p->forcerange = forcerange;
   p->rows = rows ? rows_params(m, &r->chain, forcerange + 2 * nu) : NULL;
+  p->eqs = rows ? forcerange + 2 * nu + CFD_RP_COUNT * n : NULL;
+  p->neq = rows ? eq_params(m, (double*)p->eqs) : 0;
   if (links > 0 && extend(r, links, err, err_size)) {
     chainfd_rollout_free(r);
     return 1;

@@ -15,11 +15,15 @@
 
 #ifdef __CUDACC__
 #define CFD_HD __host__ __device__ __forceinline__
+#define CFD_HD_CALL static __host__ __device__ __noinline__
 #define CFD_RESTRICT __restrict__
 #else
 #define CFD_HD static inline
+#define CFD_HD_CALL static
 #define CFD_RESTRICT restrict
 #endif
+// CFD_HD_CALL: a function kept out of line on the GPU, for a rarely taken path whose inlined
+// registers would make its callers spill.
 // CFD_RESTRICT marks outputs that alias no input: a GPU can then issue all of a function's loads
 // at once instead of one memory round trip per load (arrays in L2, written by other SMs).
 

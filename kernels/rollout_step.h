@@ -13,9 +13,10 @@
 //              ball or free joints, aba_tree.h's)
 //   Euler:     diag = h damping when MuJoCo integrates damping implicitly
 //   implicitfast: diag = -h qDeriv = h (damping - gear^2 (g2 ctrl + b2)), ctrl clamped
-//   constraint rows: joint limits and friction loss of hinges and slides, MuJoCo's soft model
-//              solved exactly (cfd_rollout_rows_*, below); the integrator's solve then takes the
-//              constraint force, as mj_EulerSkip and mj_implicitSkip add it
+//   constraint rows: joint limits and friction loss of hinges and slides, and joint equalities
+//              between them, MuJoCo's soft model solved exactly (cfd_rollout_rows_*, below); the
+//              integrator's solve then takes the constraint force, as mj_EulerSkip and
+//              mj_implicitSkip add it
 //   then qvel += h qacc, qpos += h qvel (hinges, slides, a free joint's position; a ball's or free
 //   joint's rotation vector r <- log(exp(r) exp(h w)), MuJoCo's step of its quaternion).
 // and mj_step's handling of bad states (mj_checkPos, mj_checkVel, mj_checkAcc): a qpos or qvel
@@ -63,6 +64,8 @@ typedef struct cfd_rollout_params {
   const double* ctrlrange;  // nu x 2; lo >= hi: not clamped
   const double* forcerange; // nu x 2; lo >= hi: not clamped
   const double* rows;       // n x CFD_RP_COUNT, or NULL: no constraint rows (below)
+  int neq;                  // active joint equalities (rows is then not NULL)
+  const double* eqs;        // neq x CFD_EP_COUNT (below)
 } cfd_rollout_params;
 
 // A dof's constraint-row parameters (cfd_rollout_params.rows), MuJoCo's after getsolparam: its
@@ -72,19 +75,29 @@ typedef struct cfd_rollout_params {
 enum { CFD_RP_LIMITED = 0, CFD_RP_LO, CFD_RP_HI, CFD_RP_MARGIN, CFD_RP_K, CFD_RP_B, CFD_RP_IMP,
        CFD_RP_FL = CFD_RP_IMP + 5, CFD_RP_FR, CFD_RP_FB, CFD_RP_DIAG, CFD_RP_COUNT };
 
+// A joint equality's parameters (cfd_rollout_params.eqs), MuJoCo's mjEQ_JOINT: its dofs (joint1's,
+// joint2's or -1 when it has none; as doubles, exact), their qpos0, the polynomial's 5
+// coefficients, solref as K and B, solimp clamped, diagApprox (the dofs' invweight0 summed)
+enum { CFD_EP_DOF1 = 0, CFD_EP_DOF2, CFD_EP_REF1, CFD_EP_REF2, CFD_EP_POLY, CFD_EP_K = CFD_EP_POLY + 5,
+       CFD_EP_B, CFD_EP_IMP, CFD_EP_DIAG = CFD_EP_IMP + 5, CFD_EP_COUNT };
+
+// Joint equalities between two dofs a rollout takes at most (its Woodbury system's size)
+enum { CFD_ROLLOUT_EQ_MAX = 8 };
+
 // Per-instance scratch of the rows after the state, doubles per dof: the zones of its three rows
 // (friction, lower and upper limit; kept from step to step: the next step's first guess), x, aref
 // and D of each (D 0: no row), then a, M (a - a0), the Newton point and its M (a - a0), the
-// ABA's force and diagonal
-enum { CFD_ROLLOUT_ROW_DOUBLES = 18 };
+// ABA's force and diagonal. With joint equalities, then n zeros (a velocity for the ABA) and per
+// equality CFD_ROLLOUT_EQ_SCALARS (D, aref, J's entry at its second dof) and n more (H0^-1 u).
+enum { CFD_ROLLOUT_ROW_DOUBLES = 18, CFD_ROLLOUT_EQ_SCALARS = 3 };
 
 // Per-instance state and scratch, entries `stride` apart (a GPU interleaves its instances): the
 // ABA's (lean on the GPU, see aba_core.h; a tree's), then q, tau, diag, qacc, qpos, qvel (n each),
 // then, with constraint rows, CFD_ROLLOUT_ROW_DOUBLES per dof (cfd_rollout_rows_doubles).
 CFD_HD long cfd_rollout_doubles(int n, int lean) { return (long)(cfd_rollout_link_doubles(lean) + 6) * n; }
 
-CFD_HD long cfd_rollout_rows_doubles(int n, int rows) {
-  return rows ? (long)CFD_ROLLOUT_ROW_DOUBLES * n : 0;
+CFD_HD long cfd_rollout_rows_doubles(int n, int rows, int neq) {
+  return !rows ? 0 : (long)CFD_ROLLOUT_ROW_DOUBLES * n + (neq ? n + (long)neq * (n + CFD_ROLLOUT_EQ_SCALARS) : 0);
 }
 
 CFD_HD double* cfd_rollout_qpos(double* work, int n, long stride, int lean) {
@@ -222,6 +235,7 @@ CFD_HD void cfd_rollout_rows_init(const cfd_rollout_params* p, double* work, lon
   double* rs = work + (long)(cfd_rollout_link_doubles(lean) + 6) * n * stride;
   for (int i = 0; i < n; i++)
     for (int s = 0; s < 3; s++) CFD_RR(s, i) = -1;
+  for (int i = 0; i < n && p->neq; i++) CFD_RR(CFD_ROLLOUT_ROW_DOUBLES, i) = 0;  // the zeros
 }
 
 // A row's zone at x (MuJoCo's efc_state numbers): friction loss (slot 0) by x against +-R f,
@@ -237,8 +251,21 @@ CFD_HD double cfd_rollout_row_force(int z, double x, double D, double fl) {
   return z == 1 ? -D * x : z == 2 ? fl : z == 3 ? -fl : 0;
 }
 
+#define CFD_RE(e, k) /* joint equality e's scratch entry k */ \
+  rs[((long)(CFD_ROLLOUT_ROW_DOUBLES + 1) * n + (long)(e) * (n + CFD_ROLLOUT_EQ_SCALARS) + (k)) * stride]
+
+// Joint equalities (mjEQ_JOINT) are rows always in the quadratic zone: j a = aref with
+// j = e1 + g e2 (g = -p'(q2 - ref2) for the polynomial p; no e2 without a second joint), weight D.
+// They join the Gauss term's quadratic: Me = M + sum D j j^T, Me a0' = tau - bias + sum D aref j,
+// and the rows above then act on Me as they did on M, the line search's algebra unchanged. One on
+// a single dof adds D to Delta. The k others make H = H0 + U U^T (u = sqrt(D) j), solved by
+// Woodbury: H^-1 b = y - Z (I + U^T Z)^-1 U^T y, y = H0^-1 b, Z = H0^-1 U; a Newton step then costs
+// 1 + k ABAs. (Z's columns by the ABA without gravity at zero velocity: taken as the ABA on b + u
+// less y, the difference lost digits to y's size.)
+
 // The rows of the state (qpos, qvel): D and aref of each (MuJoCo's mj_instantiateLimit,
-// mj_makeImpedance, mj_referenceConstraint for one-dof rows). Returns how many there are.
+// mj_instantiateEquality, mj_makeImpedance, mj_referenceConstraint for these rows). Returns how
+// many there are.
 CFD_HD int cfd_rollout_rows_make(const cfd_rollout_params* p, const double* qpos,
                                  const double* qvel, double* rs, long stride) {
   int n = p->n, count = 0;
@@ -263,34 +290,137 @@ CFD_HD int cfd_rollout_rows_make(const cfd_rollout_params* p, const double* qpos
       count++;
     }
   }
+  for (int e = 0; e < p->neq; e++) {
+    const double* E = p->eqs + CFD_EP_COUNT * e;
+    const double* cf = E + CFD_EP_POLY;
+    long i1 = (long)E[CFD_EP_DOF1], i2 = (long)E[CFD_EP_DOF2];
+    double pos, vel = qvel[i1 * stride], g = 0;
+    if (i2 >= 0) {  // (in mj_instantiateEquality's order of operations)
+      double dif = qpos[i2 * stride] - E[CFD_EP_REF2];
+      pos = qpos[i1 * stride] - E[CFD_EP_REF1] - cf[0] -
+            (cf[1] * dif + cf[2] * dif * dif + cf[3] * dif * dif * dif + cf[4] * dif * dif * dif * dif);
+      g = -(cf[1] + 2 * cf[2] * dif + 3 * cf[3] * dif * dif + 4 * cf[4] * dif * dif * dif);
+      vel += g * qvel[i2 * stride];
+    } else {
+      pos = qpos[i1 * stride] - E[CFD_EP_REF1] - cf[0];
+    }
+    double imp = cfd_rollout_impedance(E + CFD_EP_IMP, pos, 0);
+    double R = (1 - imp) * E[CFD_EP_DIAG] / imp;
+    if (!(R > 1e-15)) R = 1e-15;
+    CFD_RE(e, 0) = 1 / R;
+    CFD_RE(e, 1) = -E[CFD_EP_B] * vel - E[CFD_EP_K] * imp * pos;
+    CFD_RE(e, 2) = g;
+    count++;
+  }
   return count;
 }
 
-// The Newton point of the zones held in entries 0-2: (M + Delta) aN = tau - bias + r by the ABA
-// into entry 14, and M (aN - a0) = r - Delta aN into entry 15. Returns the ABA's status.
+// Dof i's limit and friction rows in the zones held: their Delta (*dl) and force r (*r) as above
+CFD_HD void cfd_rollout_rows_dof(const cfd_rollout_params* p, const double* rs, long stride, int i,
+                                 double* r, double* dl) {
+  int n = p->n;
+  double fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
+  *r = *dl = 0;
+  for (int s = 0; s < 3; s++) {
+    double D = CFD_RR(9 + s, i), cs = s == 2 ? -1 : 1;
+    if (D == 0) continue;
+    int z = (int)CFD_RR(s, i);
+    if (z == 1) *dl += D, *r += D * cs * CFD_RR(6 + s, i);
+    else if (z >= 2) *r += cs * cfd_rollout_row_force(z, 0, D, fl);
+  }
+}
+
+// (M + diag) a = tau - bias by the instance's ABA, vectors `stride` apart
+CFD_HD int cfd_rollout_aba(const cfd_chain* c, const double* q, const double* qvel,
+                           const double* tau, const double* diag, double* a, double* work,
+                           long stride, int lean) {
+  return lean == CFD_ROLLOUT_TREE
+             ? cfd_aba_tree(c, q, qvel, tau, diag, a, stride, work, stride)
+             : cfd_aba_core_ex(c, q, qvel, tau, diag, a, stride, work, stride, lean);
+}
+
+// Dof i's entry of the equality u (scale s, J's second entry g at i2): s j_i
+CFD_HD double cfd_rollout_eq_u(long i, long i1, long i2, double s, double g) {
+  return (i == i1 ? s : 0) + (i == i2 ? s * g : 0);
+}
+
+// The Woodbury correction of y (entry 14, H0 y = b, H0's diagonal in entry 17) for the
+// equalities between two dofs: H^-1 b into entry 14 (see above). Returns the ABAs' status. (Out of
+// line on the GPU: inlined, it raised the rows kernels' spills by about 1.7x.)
+CFD_HD_CALL int cfd_rollout_rows_woodbury(const cfd_chain* c, const cfd_rollout_params* p,
+                                     const double* q, const double* qvel, double* work, double* rs,
+                                     long stride, int lean) {
+  int n = p->n, k = 0, idx[CFD_ROLLOUT_EQ_MAX];
+  long i1[CFD_ROLLOUT_EQ_MAX], i2[CFD_ROLLOUT_EQ_MAX];
+  double s[CFD_ROLLOUT_EQ_MAX], g[CFD_ROLLOUT_EQ_MAX];
+  for (int e = 0; e < p->neq && k < CFD_ROLLOUT_EQ_MAX; e++) {
+    const double* E = p->eqs + CFD_EP_COUNT * e;
+    if (E[CFD_EP_DOF2] < 0) continue;
+    idx[k] = e, i1[k] = (long)E[CFD_EP_DOF1], i2[k] = (long)E[CFD_EP_DOF2];
+    s[k] = sqrt(CFD_RE(e, 0)), g[k] = CFD_RE(e, 2);
+    k++;
+  }
+  cfd_chain c0 = *c;  // Z's columns: (M + diag)^-1 u, no gravity, zero velocity
+  c0.gravity[0] = c0.gravity[1] = c0.gravity[2] = 0;
+  for (int a = 0; a < k; a++) {
+    double* z = &CFD_RE(idx[a], 3);  // (u, then Z's column in its place)
+    for (int i = 0; i < n; i++) z[i * stride] = cfd_rollout_eq_u(i, i1[a], i2[a], s[a], g[a]);
+    int st = cfd_rollout_aba(&c0, q, &CFD_RR(CFD_ROLLOUT_ROW_DOUBLES, 0), z, &CFD_RR(17, 0), z,
+                             work, stride, lean);
+    if (st) return st;
+  }
+  // S = I + U^T Z (symmetric positive definite) and U^T y; S c = U^T y by elimination
+  double S[CFD_ROLLOUT_EQ_MAX * CFD_ROLLOUT_EQ_MAX], v[CFD_ROLLOUT_EQ_MAX];
+  for (int a = 0; a < k; a++) {
+    v[a] = s[a] * (CFD_RR(14, i1[a]) + g[a] * CFD_RR(14, i2[a]));
+    for (int b = 0; b < k; b++)
+      S[a * k + b] = (a == b) + s[a] * (CFD_RE(idx[b], 3 + i1[a]) + g[a] * CFD_RE(idx[b], 3 + i2[a]));
+  }
+  for (int a = 0; a < k; a++)
+    for (int b = a + 1; b < k; b++) {
+      double l = S[b * k + a] / S[a * k + a];
+      for (int j = a; j < k; j++) S[b * k + j] -= l * S[a * k + j];
+      v[b] -= l * v[a];
+    }
+  for (int a = k - 1; a >= 0; a--) {
+    for (int j = a + 1; j < k; j++) v[a] -= S[a * k + j] * v[j];
+    v[a] /= S[a * k + a];
+  }
+  for (int a = 0; a < k; a++)
+    for (int i = 0; i < n; i++) CFD_RR(14, i) -= v[a] * CFD_RE(idx[a], 3 + i);
+  return 0;
+}
+
+// The Newton point of the zones held in entries 0-2: (M + Delta + the equalities) aN = tau - bias
+// + r + the equalities' D aref j into entry 14, and Me (aN - a0') = r - Delta aN into entry 15.
+// Returns the ABA's status.
 CFD_HD int cfd_rollout_rows_newton(const cfd_chain* c, const cfd_rollout_params* p,
                                    const double* q, const double* qvel, const double* tau,
                                    double* work, double* rs, long stride, int lean) {
-  int n = p->n;
+  int n = p->n, coupled = 0;
   for (int i = 0; i < n; i++) {
-    double r = 0, dl = 0, fl = p->rows[CFD_RP_COUNT * i + CFD_RP_FL];
-    for (int s = 0; s < 3; s++) {
-      double D = CFD_RR(9 + s, i), cs = s == 2 ? -1 : 1;
-      if (D == 0) continue;
-      int z = (int)CFD_RR(s, i);
-      if (z == 1) dl += D, r += D * cs * CFD_RR(6 + s, i);
-      else if (z >= 2) r += cs * cfd_rollout_row_force(z, 0, D, fl);
-    }
+    double r, dl;
+    cfd_rollout_rows_dof(p, rs, stride, i, &r, &dl);
     CFD_RR(16, i) = tau[i * stride] + r;
     CFD_RR(17, i) = dl;
     CFD_RR(15, i) = r;
   }
-  int st = lean == CFD_ROLLOUT_TREE
-               ? cfd_aba_tree(c, q, qvel, &CFD_RR(16, 0), &CFD_RR(17, 0), &CFD_RR(14, 0), stride,
-                              work, stride)
-               : cfd_aba_core_ex(c, q, qvel, &CFD_RR(16, 0), &CFD_RR(17, 0), &CFD_RR(14, 0), stride,
-                                 work, stride, lean);
-  for (int i = 0; i < n; i++) CFD_RR(15, i) -= CFD_RR(17, i) * CFD_RR(14, i);
+  for (int e = 0; e < p->neq; e++) {
+    const double* E = p->eqs + CFD_EP_COUNT * e;
+    long i1 = (long)E[CFD_EP_DOF1], i2 = (long)E[CFD_EP_DOF2];
+    double D = CFD_RE(e, 0), f = D * CFD_RE(e, 1);
+    CFD_RR(16, i1) += f;
+    if (i2 < 0) CFD_RR(17, i1) += D;
+    else CFD_RR(16, i2) += CFD_RE(e, 2) * f, coupled = 1;
+  }
+  int st = cfd_rollout_aba(c, q, qvel, &CFD_RR(16, 0), &CFD_RR(17, 0), &CFD_RR(14, 0), work, stride,
+                           lean);
+  if (!st && coupled) st = cfd_rollout_rows_woodbury(c, p, q, qvel, work, rs, stride, lean);
+  for (int i = 0; i < n; i++) {
+    double r, dl;
+    cfd_rollout_rows_dof(p, rs, stride, i, &r, &dl);
+    CFD_RR(15, i) -= dl * CFD_RR(14, i);
+  }
   return st;
 }
 
@@ -396,6 +526,14 @@ CFD_HD int cfd_rollout_rows_solve(const cfd_chain* c, const cfd_rollout_params* 
     }
     qfrc[i * stride] = f;
   }
+  for (int e = 0; e < p->neq; e++) {  // the equalities' j f, f = -D (j a - aref)
+    const double* E = p->eqs + CFD_EP_COUNT * e;
+    long i1 = (long)E[CFD_EP_DOF1], i2 = (long)E[CFD_EP_DOF2];
+    double g = CFD_RE(e, 2), ja = CFD_RR(12, i1) + (i2 >= 0 ? g * CFD_RR(12, i2) : 0);
+    double f = -CFD_RE(e, 0) * (ja - CFD_RE(e, 1));
+    qfrc[i1 * stride] += f;
+    if (i2 >= 0) qfrc[i2 * stride] += g * f;
+  }
   return st;
 }
 
@@ -477,5 +615,6 @@ CFD_HD int cfd_rollout_step(const cfd_chain* c, const cfd_rollout_params* p, con
 }
 
 #undef CFD_RR
+#undef CFD_RE
 
 #endif  // CHAINFD_ROLLOUT_STEP_H

@@ -686,6 +686,11 @@ int main(int argc, char** argv) {
     gpu_against_cpu_ex(limits20, mjINT_EULER, 23, 30, 0, 1);
     gpu_against_cpu("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                     "limit=0.2,frictionloss=0.05,actuators=1", mjINT_EULER, 100, 32, 0);
+    // joint equalities (Woodbury over the ABA): the global thread kernel (a tree) and the local
+    // one (a chain)
+    gpu_against_cpu(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", mjINT_IMPLICITFAST, 1000, 64, 0);
+    gpu_against_cpu_ex(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", mjINT_EULER, 23, 30, 0, 1);
+    gpu_against_cpu(CHAINFD_TESTS_DIR "/constraints/arm_equality_serial.xml", mjINT_IMPLICITFAST, 1000, 64, 0);
     edit_model = tight_solver;
     against_mujoco_on(CHAINFD_TESTS_DIR "/constraints/arm_limits_friction.xml", mjINT_EULER, 4, 100,
                       1e-8, 0);
@@ -745,9 +750,14 @@ int main(int argc, char** argv) {
   against_mujoco(limits20, mjINT_IMPLICITFAST, 3, 100, 1e-8);
   against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                  "limit=0.2,frictionloss=0.05,actuators=1", mjINT_EULER, 3, 100, 1e-8);
+  // joint equalities: a gripper's mimic and a cubic coupling (Woodbury over the ABA), a joint
+  // held alone (on the diagonal), with limits and friction loss
+  against_mujoco(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", mjINT_EULER, 4, 100, 1e-8);
+  against_mujoco(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", mjINT_IMPLICITFAST, 4, 100, 1e-8);
+  against_mujoco(CHAINFD_TESTS_DIR "/constraints/arm_equality_serial.xml", mjINT_EULER, 4, 100, 1e-8);
   edit_model = NULL;
-  refused(CHAINFD_TESTS_DIR "/constraints/loop_connect_weld.xml", -1, "equality");
-  refused("chain:10,free=1,floor=0.02", -1, "can collide");
+  refused(CHAINFD_TESTS_DIR "/constraints/loop_connect_weld.xml", -1, "connect: rollouts take joint equalities");
+  refused("chain:10,free=1,floor=0.02", -1, "bodies 'world' and 'link0' can touch");
   refused(CHAINFD_TEST_MODELS "/free.xml", mjINT_IMPLICITFAST, "alone in its tree");
   against_mujoco(CHAINFD_TEST_MODELS "/free.xml", mjINT_EULER, 3, 100, 1e-9);
   // trees of hinges and slides (an arm with a branch, a tree with side branches, two chains from

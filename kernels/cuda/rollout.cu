@@ -79,7 +79,7 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
                int final_only, double* work, rollout_flags* flags, int* warn, int layout) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
-  if (!ROWS) p.rows = NULL;
+  if (!ROWS) p.rows = NULL, p.neq = 0;
   int n = p.n;
   double* w = work + b;
   double* qpos = cfd_rollout_qpos(w, n, B, layout);
@@ -114,8 +114,9 @@ rollout_kernel(cfd_chain c, cfd_rollout_params p, int B, int H, const double* __
 // a short arm's steps more memory traffic (bench/results/LOG.md, Rollouts)
 #define ROLLOUT_LOCAL_MAX_N 16
 
-// ROWS: room for the constraint rows' scratch too (rollout_step.h), for models with limits or
-// friction loss
+// ROWS: room for the constraint rows' scratch too (rollout_step.h), for models with limits,
+// friction loss or up to ROLLOUT_LOCAL_MAX_EQ joint equalities
+#define ROLLOUT_LOCAL_MAX_EQ 4
 template <bool ROWS>
 __global__ void __launch_bounds__(ROLLOUT_THREADS, 4)
 rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
@@ -124,9 +125,10 @@ rollout_local_kernel(cfd_chain c, cfd_rollout_params p, int B, int H,
                      rollout_flags* flags, int* warn) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
-  if (!ROWS) p.rows = NULL;
+  if (!ROWS) p.rows = NULL, p.neq = 0;
   int n = p.n;
-  double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6 + (ROWS ? CFD_ROLLOUT_ROW_DOUBLES : 0))];
+  double w[ROLLOUT_LOCAL_MAX_N * (CFD_ABA_LINK_DOUBLES_LEAN + 6 + (ROWS ? CFD_ROLLOUT_ROW_DOUBLES : 0)) +
+           (ROWS ? ROLLOUT_LOCAL_MAX_N + ROLLOUT_LOCAL_MAX_EQ * (ROLLOUT_LOCAL_MAX_N + CFD_ROLLOUT_EQ_SCALARS) : 0)];
   double* qpos = cfd_rollout_qpos(w, n, 1, 1);
   double* qvel = cfd_rollout_qvel(w, n, 1, 1);
   const double* x0 = init + (shared_init ? 0 : (size_t)b * 2 * n);
@@ -740,7 +742,8 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
                {&r->params.bias, p->bias, 3 * (size_t)nu},
                {&r->params.ctrlrange, p->ctrlrange, 2 * (size_t)nu},
                {&r->params.forcerange, p->forcerange, 2 * (size_t)nu},
-               {&r->params.rows, p->rows, p->rows ? CFD_RP_COUNT * (size_t)n : 0}};
+               {&r->params.rows, p->rows, p->rows ? CFD_RP_COUNT * (size_t)n : 0},
+               {&r->params.eqs, p->eqs, CFD_EP_COUNT * (size_t)p->neq}};
   size_t nd = 0;
   for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++) nd += parts[k].count;
   if (!e) e = cudaMalloc(&r->param_block, sizeof(double) * nd + sizeof(int) * (nu + 1));
@@ -789,8 +792,9 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
 }
 
 // The kernel a run of B instances takes: the rule, in order (each bound's reason at its #define).
-// A tree: a thread per instance. Constraint rows (limits, friction loss: rollout_step.h): a
-// thread per instance, its scratch local up to 16 links, else global. Long chains in small batches, the scan kernel per step; short chains with joint frames, the
+// A tree: a thread per instance. Constraint rows (limits, friction loss, joint equalities:
+// rollout_step.h): a thread per instance, its scratch local up to 16 links and 4 equalities, else
+// global. Long chains in small batches, the scan kernel per step; short chains with joint frames, the
 // world-coordinate lanes (a link per lane) while the batch leaves them the GPU; up to 256 links with
 // joint frames, a warp per instance in blocks of 32 links; otherwise 8 lanes per instance in link
 // frames (state in shared memory up to 16 links, else global) up to a few thousand instances;
@@ -806,7 +810,9 @@ static rollout_kernel_kind rollout_rule(const cfd_gpu_rollout* r, int B) {
   const bool lanes = !r->tune.rollout_thread, world = lanes && !r->tune.rollout_link_frames;
   if (r->tree) return RK_THREAD_GLOBAL;  // the one kernel that takes a tree (aba_tree.h)
   // constraint rows (rollout_step.h): a thread per instance, its scratch local where it fits
-  if (r->params.rows) return n <= ROLLOUT_LOCAL_MAX_N ? RK_THREAD_LOCAL : RK_THREAD_GLOBAL;
+  if (r->params.rows)
+    return n <= ROLLOUT_LOCAL_MAX_N && r->params.neq <= ROLLOUT_LOCAL_MAX_EQ ? RK_THREAD_LOCAL
+                                                                             : RK_THREAD_GLOBAL;
   if (r->scan && !r->tune.rollout_no_scan && B <= SCAN_MAX_B) return RK_SCAN;
   if (world && jf && n <= WL_MAX_N && (W <= 8 || (long)B * W <= WL_MAX_THREADS))
     return RK_WORLD_LANES;
@@ -855,7 +861,7 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
     r->work = NULL;
     r->capacity = 0;
     size_t per = cfd_rollout_doubles(n, r->tree ? CFD_ROLLOUT_TREE : 1) +  // the larger of the
-                 cfd_rollout_rows_doubles(n, r->params.rows != NULL);
+                 cfd_rollout_rows_doubles(n, r->params.rows != NULL, r->params.neq);
     if (per < lanes_instance_doubles(n)) per = lanes_instance_doubles(n);  // thread's and lanes'
 
     e = cudaMalloc(&r->work, sizeof(double) * per * ((size_t)B + LANES));  // + idle groups' slots
