@@ -322,6 +322,110 @@ static void write_rope(void) {
   close_out(f, "showcase_rope.xml");
 }
 
+// --- the 1000-link rope dropped onto a floor --------------------------------------------------------
+
+#define RF_N 1000          // segments: a free root and 999 hinges (1005 dofs)
+#define RF_PART 250        // segments per file (the XML parser's nesting limit)
+#define RF_LEN 0.006       // segment length: a 6 m rope
+#define RF_MASS 0.003      // kg per segment
+#define RF_RADIUS 0.005
+#define RF_HEIGHT 0.4      // the rope's height above the floor at the start
+#define RF_R0 0.9          // the spiral's radius at the root, shrinking to RF_R1 at the tip
+#define RF_R1 0.25
+
+// Segments lo .. hi-1 of the rope, the first opened at `base` (the rest of the rope in the next
+// part's file)
+static void rope_floor_links(FILE* f, int lo, int hi, int base) {
+  for (int i = lo; i < hi; i++) {
+    int depth = base + (i - lo);
+    double rgb[3], ia = RF_MASS * (RF_LEN * RF_LEN / 12 + RF_RADIUS * RF_RADIUS / 4);  // solid rod
+    gradient((double)i / (RF_N - 1), rgb);
+    indent(f, depth);
+    if (i == 0) fprintf(f, "<body name=\"seg0\" pos=\"0 %g %g\">\n", -RF_R0, RF_HEIGHT);
+    else fprintf(f, "<body name=\"seg%d\" pos=\"%g 0 0\">\n", i, RF_LEN);
+    indent(f, depth + 1);
+    if (i == 0) fprintf(f, "<freejoint name=\"root\"/>\n");
+    else fprintf(f, "<joint name=\"h%d\" axis=\"%s\"/>\n", i, i % 2 ? "0 0 1" : "0 1 0");
+    indent(f, depth + 1);
+    fprintf(f, "<inertial pos=\"%g 0 0\" mass=\"%g\" diaginertia=\"%g %g %g\"/>\n", RF_LEN / 2,
+            RF_MASS, 0.5 * RF_MASS * RF_RADIUS * RF_RADIUS, ia, ia);
+    indent(f, depth + 1);
+    fprintf(f, "<geom fromto=\"0 0 0 %g 0 0\" rgba=\"%.3f %.3f %.3f 1\"/>\n", RF_LEN, rgb[0],
+            rgb[1], rgb[2]);
+  }
+  if (hi < RF_N) {
+    indent(f, base + (hi - lo));
+    fprintf(f, "<include file=\"showcase_rope1000_floor_part%d.xml\"/>\n", hi / RF_PART);
+  }
+  for (int i = hi - 1; i >= lo; i--) {
+    indent(f, base + (i - lo));
+    fprintf(f, "</body>\n");
+  }
+}
+
+static void write_rope_floor(void) {
+  FILE* f = open_out("showcase_rope1000_floor.xml");
+  common_head(f,
+              "showcase_rope1000_floor: a 6 m rope of 1000 segments, coiled in a flat spiral 0.4 m\n"
+              "     above a floor and dropped: it lands as a coil, sagging, sliding and settling. A free\n"
+              "     root and one hinge per segment, axes alternating z (the coil's bend) and y (a slow\n"
+              "     wave, so that it does not land all at once). Segments touch the floor (pyramidal\n"
+              "     cones, 4 rows a contact), not each other. chainfd solves the contact rows\n"
+              "     (docs/DESIGN.md 4.16).\n"
+              "     Segments 250-999 are in showcase_rope1000_floor_part{1,2,3}.xml (MuJoCo's XML\n"
+              "     parser limits one file to about 496 nested bodies).",
+              "showcase_rope1000_floor");
+  // MuJoCo's arena: up to 2 contacts of 4 rows a segment, each row over the chain (chain_gen.c)
+  double dofs = RF_N + 5, bytes = 8.0 * RF_N * dofs * 8 * 6 + 64e6;
+  fprintf(f, "  <size memory=\"%.0fM\"/>\n", bytes / 1e6);
+  fprintf(f, "  <option timestep=\"0.002\" cone=\"pyramidal\"/>\n\n");
+  plugin_and_assets(f, 8, 0.1);
+  fprintf(f,
+          "  <visual>\n"
+          "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"120\" elevation=\"-20\"/>\n"
+          "    <quality numslices=\"8\" numstacks=\"4\"/>\n"
+          "  </visual>\n"
+          "  <statistic center=\"0 0 1\" extent=\"4\"/>\n\n"
+          "  <default>\n"
+          "    <joint type=\"hinge\" damping=\"2e-5\" stiffness=\"2e-5\" armature=\"1e-6\"/>\n"
+          "    <geom type=\"capsule\" size=\"%g\" contype=\"1\" conaffinity=\"0\"/>\n"
+          "  </default>\n\n"
+          "  <worldbody>\n"
+          "    <light name=\"sun\" pos=\"1 -1 8\" dir=\"-0.2 0.2 -1\" directional=\"true\"/>\n"
+          "    <geom name=\"floor\" type=\"plane\" size=\"4 4 0.1\" material=\"floor\" contype=\"0\" "
+          "conaffinity=\"1\"/>\n",
+          RF_RADIUS);
+  rope_floor_links(f, 0, RF_PART, 2);
+  fprintf(f, "  </worldbody>\n\n");
+  // the coil: each z-hinge turns by two segments' length over the spiral's radius there; the
+  // y-hinges bend by a slow wave of a few milliradians
+  // (the second keyframe: the same coil lowered onto the floor, for `chainfd check --constraints`)
+  fprintf(f, "  <keyframe>\n");
+  for (int k = 0; k < 2; k++) {
+    fprintf(f, "    <key name=\"%s\" qpos=\"0 %g %g 1 0 0 0", k ? "on_floor" : "coiled", -RF_R0,
+            k ? 0.8 * RF_RADIUS : RF_HEIGHT);
+    for (int i = 1; i < RF_N; i++) {
+      double radius = RF_R0 + (RF_R1 - RF_R0) * i / (RF_N - 1);
+      double q = i % 2 ? 2 * RF_LEN / radius : 0.002 * sin(0.1 * i);
+      fprintf(f, "%s%.5f", i % 10 ? " " : "\n                              ", q);
+    }
+    fprintf(f, "\"/>\n");
+  }
+  fprintf(f, "  </keyframe>\n</mujoco>\n");
+  close_out(f, "showcase_rope1000_floor.xml");
+  for (int p = 1; p < RF_N / RF_PART; p++) {
+    char name[64];
+    snprintf(name, sizeof name, "showcase_rope1000_floor_part%d.xml", p);
+    f = open_out(name);
+    fprintf(f, "<!-- Segments %d-%d of showcase_rope1000_floor.xml, included inside seg%d.\n"
+               "     Generated by viewer/gen_showcase.c: edit that, not this. -->\n<mujoco>\n",
+            p * RF_PART, (p + 1) * RF_PART - 1, p * RF_PART - 1);
+    rope_floor_links(f, p * RF_PART, (p + 1) * RF_PART, 1);
+    fprintf(f, "</mujoco>\n");
+    close_out(f, name);
+  }
+}
+
 // --- the 50-joint hyper-redundant arm tracking a travelling wave ------------------------------------
 
 #define WV_N 50
@@ -417,6 +521,7 @@ int main(int argc, char** argv) {
   write_chain1000();
   write_chain10000();
   write_rope();
+  write_rope_floor();
   write_wave50();
   return 0;
 }
