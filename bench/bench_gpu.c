@@ -823,6 +823,55 @@ static void rollout_limits(const char* spec, int maxB, double frictionloss) {
   mj_deleteModel(ml);
 }
 
+// A model's own rows (limits, friction loss, joint equalities) against the same model with
+// constraints disabled, H = 64, resident
+static void rollout_model_rows(const char* path, int maxB) {
+  char err[1024];
+  mjModel* m = cfd_load_model(path, err, sizeof err);
+  mjModel* ml = cfd_load_model(path, err, sizeof err);
+  if (!m || !ml) { fprintf(stderr, "%s: %s\n", path, err); return; }
+  m->opt.disableflags |= mjDSBL_CONSTRAINT;
+  int n = m->nv, nu = m->nu, nx = 2 * n, H = 64;
+  chainfd_rollout *r, *rl;
+  if (chainfd_rollout_create(m, 0, &r, err, sizeof err) ||
+      chainfd_rollout_create(ml, 0, &rl, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  printf("\n== rollouts with the model's rows (neq %d, limited joints and friction loss as "
+         "written) against constraints disabled: %s, H = %d, resident, us per batch ==\n",
+         (int)ml->neq, path, H);
+  printf("%7s %14s %14s %10s\n", "B", "no rows", "rows", "rows/no");
+  mjData* d = mj_makeData(ml);
+  for (int B = 1024; B <= maxB; B *= 4) {
+    double* init = NEED(malloc(sizeof(double) * (size_t)B * nx));
+    double* ctrl = NEED(malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1)));
+    cfd_rng rng = {11};
+    for (int b = 0; b < B; b++) {
+      mj_resetData(ml, d);
+      cfd_random_state(ml, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+      for (int i = 0; i < ml->nq; i++) d->qpos[i] *= 0.5;
+      chainfd_rollout_get_state(ml, d, init + (size_t)b * nx);
+    }
+    for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
+    double *dinit, *dctrl, *dout;
+    upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
+    double t0 = rollout_resident_us(r, B, H, dinit, dctrl, dout, NULL);
+    double t1 = rollout_resident_us(rl, B, H, dinit, dctrl, dout, NULL);
+    printf("%7d %14.1f %14.1f %9.2fx\n", B, t0, t1, t1 / t0);
+    emit("rollout_rows_H64", path, n, B, "cuda.rollout.resident.no_rows", t0, 0, 0);
+    emit("rollout_rows_H64", path, n, B, "cuda.rollout.resident.rows", t1, 0, 0);
+    fflush(stdout);
+    cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
+    free(init); free(ctrl);
+  }
+  mj_deleteData(d);
+  chainfd_rollout_free(r);
+  chainfd_rollout_free(rl);
+  mj_deleteModel(m);
+  mj_deleteModel(ml);
+}
+
 // ---- rollouts of one long chain or a few: per step, GPU against mj_step ---------------------------
 // Past 256 links and up to 1024 instances each step's dynamics is the scan kernel's (two launches a
 // step); the lanes kernel, which takes the links in turn, beside it. MuJoCo's mj_step costs the
@@ -1128,6 +1177,8 @@ int main(int argc, char** argv) {
   if (!only || !strcmp(only, "rollout_limits")) {
     rollout_limits(arm, maxB, 0);
     rollout_limits(arm, maxB, 0.05);
+    rollout_model_rows(CHAINFD_TESTS_DIR "/constraints/arm_equality_serial.xml", maxB);
+    rollout_model_rows(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", maxB);
   }
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",
