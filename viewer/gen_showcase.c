@@ -328,7 +328,7 @@ static void write_rope(void) {
 #define RF_PART 250        // segments per file (the XML parser's nesting limit)
 #define RF_LEN 0.006       // segment length: a 6 m rope
 #define RF_MASS 0.003      // kg per segment
-#define RF_RADIUS 0.005
+#define RF_RADIUS 0.012
 #define RF_HEIGHT 0.4      // the rope's height above the floor at the start
 #define RF_R0 0.9          // the spiral's radius at the root, shrinking to RF_R1 at the tip
 #define RF_R1 0.25
@@ -382,10 +382,10 @@ static void write_rope_floor(void) {
   plugin_and_assets(f, 8, 0.1);
   fprintf(f,
           "  <visual>\n"
-          "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"120\" elevation=\"-20\"/>\n"
+          "    <global offwidth=\"1280\" offheight=\"960\" azimuth=\"120\" elevation=\"-40\"/>\n"
           "    <quality numslices=\"8\" numstacks=\"4\"/>\n"
           "  </visual>\n"
-          "  <statistic center=\"0 0 1\" extent=\"4\"/>\n\n"
+          "  <statistic center=\"0 -0.1 0.1\" extent=\"1.4\"/>\n\n"
           "  <default>\n"
           "    <joint type=\"hinge\" damping=\"2e-5\" stiffness=\"2e-5\" armature=\"1e-6\"/>\n"
           "    <geom type=\"capsule\" size=\"%g\" contype=\"1\" conaffinity=\"0\"/>\n"
