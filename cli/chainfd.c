@@ -25,6 +25,11 @@ static void usage(FILE* f) {
           "                  chainfd_step against one mj_step per back end (|dqpos| and\n"
           "                  |dqvel| / max(1, |qvel|) within --steps-tol, default 1e-8); the\n"
           "                  free-running divergence beside MuJoCo's own is shown, not judged\n"
+          "        --constraints [--states N] [--steps N]   the constraint solver against\n"
+          "                  MuJoCo's Newton solver at tolerance 1e-14 (bound 1e-8)\n"
+          "        --derivatives [--states N]   d qacc / d(q, qvel, ctrl) against differences\n"
+          "                  of the long-double reference (bound 1e-8), the step's A and B\n"
+          "                  against mjd_transitionFD (bound 1e-5)\n"
           "  A bad option value exits with status 2; out of memory with status 1.\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1|2,gravity=0,multijoint=1,timestep=T]; default %s\n",

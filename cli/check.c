@@ -15,6 +15,7 @@
 #include "chain_gen.h"
 #include "commands.h"
 #include "constraint.h"
+#include "deriv_internal.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 
@@ -500,6 +501,116 @@ static int check_constraints(mjModel* m, int states, unsigned long long seed, do
   return !pass;
 }
 
+// The largest entry of |a - b| over the largest of |b| (at least tiny: an all-zero b compares
+// absolutely)
+static double matrix_rel_err(const double* a, const double* b, size_t count) {
+  double e = 0, s = 0;
+  for (size_t k = 0; k < count; k++) {
+    e = cfd_worst(e, fabs(a[k] - b[k]));
+    s = fmax(s, fabs(b[k]));
+  }
+  return e / fmax(s, 1e-300);
+}
+
+// --derivatives: chainfd_deriv_qacc's d qacc / d(q, qvel, ctrl) against central differences of
+// the long-double-refined reference (five points, step 1e-4 scaled by the entry: truncation
+// O(h^4), rounding 1e-15 / h), and chainfd_transition_derivatives against mjd_transitionFD
+// (centred, eps 1e-6), over the model's keyframes and seeded random states. Exits 1 past tol
+// (1e-8) or, for the transition, 1e-5.
+static int check_derivatives(mjModel* m, int states, unsigned long long seed, double tol) {
+  char err[1024];
+  chainfd_deriv* dv;
+  if (chainfd_deriv_create(m, &dv, err, sizeof err)) {
+    printf("refused: %s\n", err);
+    return 1;
+  }
+  int nv = m->nv, nu = m->nu, nx = 2 * nv, failed = 0, transition = m->opt.integrator != mjINT_RK4;
+  mjData* d = mj_makeData(m);
+  mjData* e = mj_makeData(m);
+  size_t nq2 = (size_t)nv * nv, nuv = (size_t)nv * (nu ? nu : 1);
+  double* mine = malloc(sizeof(double) * (2 * nq2 + nuv));
+  double* ref = malloc(sizeof(double) * (2 * nq2 + nuv));
+  double* f = malloc(sizeof(double) * 4 * nv);
+  double* A = malloc(sizeof(double) * 2 * (size_t)nx * nx);
+  double* Bm = malloc(sizeof(double) * 2 * (size_t)nx * (nu ? nu : 1));
+  if (!d || !e || !mine || !ref || !f || !A || !Bm) {
+    printf("out of memory for the derivatives' check\n");
+    failed = 1;
+  }
+  double worst[3] = {0, 0, 0}, worst_A = 0, worst_B = 0;
+  cfd_rng rng = {seed};
+  static const double w5[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};  // at -2h, -h, h, 2h
+  static const int k5[4] = {-2, -1, 1, 2};
+  for (int s = 0; s < states && !failed; s++) {
+    mj_resetData(m, d);
+    if (m->nkey > 0 && s < states / 2) mj_resetDataKeyframe(m, d, s % m->nkey);
+    cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+    double* D[3] = {mine, mine + nq2, mine + 2 * nq2};
+    if (chainfd_deriv_qacc(dv, m, d, NULL, D[0], D[1], D[2], err, sizeof err)) {
+      printf("cpu error at state %d: %s\n", s, err);
+      failed = 1;
+      break;
+    }
+    // the reference: column by column, each input moved by +-h and +-2h
+    for (int kind = 0; kind < 3 && !failed; kind++) {
+      int cols = kind == 2 ? nu : nv;
+      for (int j = 0; j < cols && !failed; j++) {
+        double* x = kind == 0 ? &d->qpos[m->jnt_qposadr[m->dof_jntid[j]]] : kind == 1 ? &d->qvel[j] : &d->ctrl[j];
+        double x0 = *x, h = 1e-4 * fmax(1, fabs(x0));
+        if (kind == 2 && m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL)) {
+          // the stencil kept off the clamp's kinks (a control within 2h of its range's ends)
+          double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
+          double gap = fmin(fabs(x0 - lo), fabs(x0 - hi));
+          if (gap > 0) h = fmin(h, 0.25 * gap);
+        }
+        for (int k = 0; k < 4 && !failed; k++) {
+          mj_copyData(e, m, d);
+          double* xe = kind == 0 ? &e->qpos[m->jnt_qposadr[m->dof_jntid[j]]] : kind == 1 ? &e->qvel[j] : &e->ctrl[j];
+          *xe = x0 + k5[k] * h;
+          if (cfd_deriv_reference_qacc(dv, m, e, f + k * nv, err, sizeof err)) {
+            printf("reference error: %s\n", err);
+            failed = 1;
+          }
+        }
+        for (int i = 0; i < nv; i++)
+          ref[(kind == 2 ? 2 * nq2 : kind * nq2) + (size_t)(kind == 2 ? nu : nv) * i + j] =
+              (w5[0] * f[i] + w5[1] * f[nv + i] + w5[2] * f[2 * nv + i] + w5[3] * f[3 * nv + i]) / h;
+      }
+    }
+    worst[0] = cfd_worst(worst[0], matrix_rel_err(D[0], ref, nq2));
+    worst[1] = cfd_worst(worst[1], matrix_rel_err(D[1], ref + nq2, nq2));
+    if (nu) worst[2] = cfd_worst(worst[2], matrix_rel_err(D[2], ref + 2 * nq2, (size_t)nv * nu));
+    if (!transition || failed) continue;
+    double* Am = A + (size_t)nx * nx;
+    double* Bmj = Bm + (size_t)nx * nu;
+    if (chainfd_transition_derivatives(dv, m, d, A, Bm, err, sizeof err)) {
+      printf("cpu transition error at state %d: %s\n", s, err);
+      failed = 1;
+      break;
+    }
+    mj_copyData(e, m, d);
+    mjd_transitionFD(m, e, 1e-6, 1, Am, nu ? Bmj : NULL, NULL, NULL);
+    worst_A = cfd_worst(worst_A, matrix_rel_err(A, Am, (size_t)nx * nx));
+    if (nu) worst_B = cfd_worst(worst_B, matrix_rel_err(Bm, Bmj, (size_t)nx * nu));
+  }
+  int pass = !failed && worst[0] <= tol && worst[1] <= tol && worst[2] <= tol;
+  printf("cpu dq=%.3e dqvel=%.3e dctrl=%.3e states=%d%s\n", worst[0], worst[1], worst[2], states,
+         pass ? "" : "  FAIL");
+  if (transition) {
+    int tpass = !failed && worst_A <= 1e-5 && worst_B <= 1e-5;
+    printf("transition A=%.3e B=%.3e states=%d (against mjd_transitionFD, centred, eps 1e-6)%s\n",
+           worst_A, worst_B, states, tpass ? "" : "  FAIL");
+    pass &= tpass;
+  } else {
+    printf("transition refused: the model integrates with RK4\n");
+  }
+  free(mine); free(ref); free(f); free(A); free(Bm);
+  mj_deleteData(d);
+  mj_deleteData(e);
+  chainfd_deriv_free(dv);
+  return !pass;
+}
+
 int cfd_cmd_check(int argc, char** argv) {
   const char* path = CFD_DEFAULT_SCENE;
   const char* backend = "all";
@@ -511,6 +622,7 @@ int cfd_cmd_check(int argc, char** argv) {
   double steps_tol = 1e-8;   // their largest |qpos| difference (1e-6 where constraint rows are
   int steps_tol_given = 0;   // active: MuJoCo's solver stops at the model's tolerance)
   int constraints = 0;       // --constraints: the constraint solver against MuJoCo's (tol 1e-8)
+  int derivatives = 0;       // --derivatives: chainfd_deriv against differences (tol 1e-8)
   int tol_given = 0;
   for (int i = 0; i < argc; i++) {
     const char* a = argv[i];
@@ -525,6 +637,8 @@ int cfd_cmd_check(int argc, char** argv) {
       tol_given = 1;
     } else if (!strcmp(a, "--constraints")) {
       constraints = 1;
+    } else if (!strcmp(a, "--derivatives")) {
+      derivatives = 1;
     } else if (!strcmp(a, "--steps") && more) {
       if (cfd_arg_int(prog, a, argv[++i], 0, 100000000, &steps)) return 2;
     } else if (!strcmp(a, "--steps-tol") && more) {
@@ -541,6 +655,11 @@ int cfd_cmd_check(int argc, char** argv) {
   if (!m) {
     fprintf(stderr, "chainfd: cannot load %s: %s\n", path, err);
     return 1;
+  }
+  if (derivatives) {
+    int rc = check_derivatives(m, states, seed, tol_given ? tol : 1e-8);
+    mj_deleteModel(m);
+    return rc;
   }
   if (constraints) {
     // --steps first: one step at a time against mj_step under the model's own solver settings

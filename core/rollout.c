@@ -161,6 +161,9 @@ static int check_model(const mjModel* m, char* err, int size) {
   return 0;
 }
 
+const cfd_chain* cfd_rollout_chain(const chainfd_rollout* r) { return &r->chain; }
+const cfd_rollout_params* cfd_rollout_params_of(const chainfd_rollout* r) { return &r->params; }
+
 void chainfd_rollout_free(chainfd_rollout* r) {
   if (!r) return;
   for (int k = 0; k < r->ngpu; k++) cfd_gpu_rollout_free(r->gpu[k]);

@@ -10,5 +10,10 @@
 int cfd_rollout_set_tuning(chainfd_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size);
 // Steps r's GPU contexts have taken by the scan kernel, all runs.
 long cfd_rollout_scan_steps(const chainfd_rollout* r);
+// r's chain and step parameters (rollout_step.h), for the derivatives (core/deriv.c) that share
+// the rollouts' model and checks
+struct cfd_rollout_params;
+const cfd_chain* cfd_rollout_chain(const chainfd_rollout* r);
+const struct cfd_rollout_params* cfd_rollout_params_of(const chainfd_rollout* r);
 
 #endif  // CHAINFD_ROLLOUT_INTERNAL_H
