@@ -21,8 +21,7 @@ struct chainfd_deriv {
   const cfd_rollout_params* p;
   int n, nu, rk4;
   double* w;      // n x CFD_IDD_LINK: the world-frame quantities
-  double* t;      // n x CFD_IDD_TAN: one direction's tangents
-  double* Ic;     // n x 36
+  double* cw;     // n x CFD_IDD_COMP: the subtree sums
   double* M;      // n x n: M + the joint diagonal, then its Cholesky factor
   double* X;      // n x (2n + nu): the right-hand sides, then the derivatives
   double* x;      // 2n: the state in the chain's coordinates (rollout layout)
@@ -30,7 +29,7 @@ struct chainfd_deriv {
   double* tau;    // n: the applied force
   double* bias;   // n
   double* qacc;   // n
-  double* dtau;   // n
+  double* dtau;   // n: scratch (the pivots' reciprocals)
   double* dq;     // n: d tau / d q (diagonal: springs, actuators' length terms)
   double* dv;     // n: d tau / d qvel (diagonal: damping, velocity gains)
   double* du;     // n x nu: d tau / d ctrl
@@ -74,7 +73,7 @@ static int rows_refused(const mjModel* m, char* err, int size) {
 void chainfd_deriv_free(chainfd_deriv* dv) {
   if (!dv) return;
   chainfd_rollout_free(dv->r);
-  free(dv->w); free(dv->t); free(dv->Ic); free(dv->M); free(dv->X); free(dv->x);
+  free(dv->w); free(dv->cw); free(dv->M); free(dv->X); free(dv->x);
   free(dv->sub);
   free(dv);
 }
@@ -117,13 +116,12 @@ int chainfd_deriv_create(const mjModel* m, chainfd_deriv** out, char* err, int e
     }
   size_t cols = 2 * (size_t)n + nu;
   dv->w = malloc(sizeof(double) * CFD_IDD_LINK * n);
-  dv->t = malloc(sizeof(double) * CFD_IDD_TAN * n);
-  dv->Ic = malloc(sizeof(double) * 36 * n);
+  dv->cw = malloc(sizeof(double) * CFD_IDD_COMP * n);
   dv->M = malloc(sizeof(double) * n * n);
   dv->X = malloc(sizeof(double) * n * cols);
   dv->x = malloc(sizeof(double) * (11 * (size_t)n + (size_t)n * nu + nu + 1));
   dv->sub = malloc(sizeof(int) * n);
-  if (!dv->w || !dv->t || !dv->Ic || !dv->M || !dv->X || !dv->x || !dv->sub) {
+  if (!dv->w || !dv->cw || !dv->M || !dv->X || !dv->x || !dv->sub) {
     chainfd_deriv_free(dv);
     return fail(err, err_size, "derivatives: out of memory for %d dofs", n);
   }
@@ -182,6 +180,32 @@ static void applied(chainfd_deriv* dv, const double* u, int integrator) {
   }
 }
 
+// L L^T X = B in place for the `cols` columns of X (row-major, leading dimension ld) from `first`:
+// row operations, so that the inner loops run along contiguous columns (and vectorise), and one
+// reciprocal per pivot
+static void chol_solve_rows(const double* L, int n, double* X, int first, int cols, int ld,
+                            double* inv) {
+  for (int i = 0; i < n; i++) inv[i] = 1 / L[(size_t)n * i + i];
+  for (int i = 0; i < n; i++) {
+    double* xi = X + (size_t)ld * i + first;
+    for (int k = 0; k < i; k++) {
+      double l = L[(size_t)n * i + k];
+      const double* xk = X + (size_t)ld * k + first;
+      for (int c = 0; c < cols; c++) xi[c] -= l * xk[c];
+    }
+    for (int c = 0; c < cols; c++) xi[c] *= inv[i];
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    double* xi = X + (size_t)ld * i + first;
+    for (int k = i + 1; k < n; k++) {
+      double l = L[(size_t)n * k + i];
+      const double* xk = X + (size_t)ld * k + first;
+      for (int c = 0; c < cols; c++) xi[c] -= l * xk[c];
+    }
+    for (int c = 0; c < cols; c++) xi[c] *= inv[i];
+  }
+}
+
 // (M + diag) qacc = tau - bias and its derivatives: DqDq, DqDv (n x n) and DqDu (n x nu),
 // row-major, any NULL
 static int solve(chainfd_deriv* dv, double* qacc, double* Dq, double* Dv, double* Du, char* err,
@@ -190,19 +214,20 @@ static int solve(chainfd_deriv* dv, double* qacc, double* Dq, double* Dv, double
   int n = dv->n, nu = dv->nu, cols = 2 * n + nu;
   double* v = dv->x + n;
   cfd_idd_forward(c, dv->q, v, NULL, dv->w, dv->bias);
-  cfd_idd_mass(c, dv->w, dv->Ic, dv->M);
+  cfd_idd_composites(c, dv->w, dv->cw);
+  cfd_idd_mass(c, dv->w, dv->cw, dv->M);
   for (int i = 0; i < n; i++) dv->M[(size_t)n * i + i] += c->armature[i] + dv->diag[i];
   if (cfd_chol_factor(dv->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
   for (int i = 0; i < n; i++) dv->qacc[i] = dv->tau[i] - dv->bias[i];
   cfd_chol_solve(dv->M, n, n, dv->qacc, 1, 1);
-  cfd_idd_forward(c, dv->q, v, dv->qacc, dv->w, NULL);  // the point the derivatives are taken at
-  for (int vel = 0; vel < 2; vel++) {
-    if (!(vel ? Dv : Dq)) continue;
-    for (int j = 0; j < n; j++) {  // column j: d tau / dx_j - d ID / dx_j
-      cfd_idd_direction(c, v, dv->qacc, dv->w, j, vel, dv->t, dv->sub, dv->dtau);
-      for (int i = 0; i < n; i++) dv->X[(size_t)cols * i + vel * n + j] = -dv->dtau[i];
-      dv->X[(size_t)cols * j + vel * n + j] += vel ? dv->dv[j] : dv->dq[j];
-    }
+  // ID's derivatives at (q, qd, qacc) (its composites do not depend on the acceleration), then
+  // the right-hand sides d tau / dx - d ID / dx
+  cfd_idd_accel(c, v, dv->qacc, dv->w, NULL);
+  memset(dv->X, 0, sizeof(double) * n * cols);
+  cfd_idd_jacobians(c, dv->w, dv->cw, -1, Dq ? dv->X : NULL, Dv ? dv->X + n : NULL, cols, dv->sub);
+  for (int j = 0; j < n; j++) {
+    dv->X[(size_t)cols * j + j] += dv->dq[j];
+    dv->X[(size_t)cols * j + n + j] += dv->dv[j];
   }
   for (int i = 0; i < n; i++)
     for (int a = 0; a < nu; a++) dv->X[(size_t)cols * i + 2 * n + a] = dv->du[(size_t)i * nu + a];
@@ -211,7 +236,7 @@ static int solve(chainfd_deriv* dv, double* qacc, double* Dq, double* Dv, double
     dv->X[(size_t)cols * i + 2 * n + a] -= dv->ddiag[a] * dv->qacc[i];
   }
   int first = Dq ? 0 : Dv ? n : 2 * n, last = Du ? cols : Dv ? 2 * n : n;
-  if (first < last) cfd_chol_solve(dv->M, n, n, dv->X + first, last - first, cols);
+  if (first < last) chol_solve_rows(dv->M, n, dv->X, first, last - first, cols, dv->dtau);
   for (int i = 0; i < n; i++) {
     if (qacc) qacc[i] = dv->qacc[i];
     for (int j = 0; j < n; j++) {

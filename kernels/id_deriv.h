@@ -9,18 +9,24 @@
 //   F_i = I_i A_i + V_i x* (I_i V_i) + sum over children F_k,   tau_i = S_i . F_i
 // (x*: cfd_neg_adstar) and the same as the link-frame form of kernels/cpu/id_cpu.c, moved.
 //
-// Turning q_j by dq rotates the subtree of j (j and its descendants) about S_j, which moves its
-// screws and inertias and nothing else:
-//   dS_i = ad_{S_j} S_i,   dI_i X = S_j x* (I_i X) - I_i ad_{S_j} X      (i in the subtree)
-// and qd_j enters V of the subtree as S_j. Each direction is then one pass of the recursions'
-// tangents over the subtree and one backward pass over the tree, O(n) a direction and O(n^2)
-// for all of q and qd (paper 003's Algorithm 2 takes the same passes a column at a time).
-//   forward:  dV_i = dV_p + dS_i qd_i (+ S_j for qd_j, i in the subtree)
-//             dA_i = dA_p + dS_i qdd_i + (ad_{dV_i} S_i + ad_{V_i} dS_i) qd_i (+ ad_{V_j} S_j for qd_j
-//                    at i = j)
-//             df_i = dI_i A_i + I_i dA_i + dV_i x* (I_i V_i) + V_i x* (dI_i V_i + I_i dV_i)
-//   backward: dF_i = df_i + sum over children dF_k,   dtau_i = dS_i . F_i + S_i . dF_i
-// Links outside the subtree have df = 0 and dS = 0: only the ancestors' dF collect a share.
+// Turning q_j rotates the subtree of j (j and its descendants) about S_j and nothing else:
+//   dS_i = ad_{S_j} S_i,   dI_i X = S_j x* (I_i X) - I_i ad_{S_j} X,   dV_i = ad_{S_j} (V_i - V_p)
+// (p = j's parent), and qd_j enters the subtree's V as S_j. Carried through the recursions with
+// the identities ad_{ad_X Y} = [ad_X, ad_Y] and (ad_X Y) . F = -Y . (X x* F), the subtree's wrench
+// and each joint force come out in terms of sums over subtrees (O(n) to form) and six-vectors of
+// j (O(1) each):
+//   u = ad_{S_j} V_p,   w = ad_{S_j} A_p - ad_u V_p
+//   per link i, over its subtree: Ic_i = sum I, h_i = sum I V, B_i = sum (I ad_V - V x* I),
+//   P_i = Ic_i S_i,   Q_i = B_i^T S_i + S_i x* h_i
+//   i in the subtree of j:       d tau_i / d q_j  = Q_i . u - P_i . w
+//                                d tau_i / d qd_j = -Q_i . S_j - 2 P_i . u
+//   i an ancestor of j:          d tau_i / d q_j  = S_i . (S_j x* F_j - Ic_j w + B_j u - u x* h_j)
+//                                d tau_i / d qd_j = S_i . (-B_j S_j - 2 Ic_j u + S_j x* h_j)
+// (F_j: the subtree's wrench.) So each entry is one or two six-vector products: the O(n^2) of
+// the two n x n blocks has the constant of a dot product, and the O(n) part one 6x6 product per
+// link. (The derivation, step by step: docs/DESIGN.md 4.18. Paper 003's Algorithm 2 propagates
+// the same derivatives a column at a time; a tangent pass per direction, as first written, took
+// 15 us for the 7-dof arm where this takes a fraction: bench/results/LOG.md.)
 #ifndef CHAINFD_ID_DERIV_H
 #define CHAINFD_ID_DERIV_H
 
@@ -32,8 +38,53 @@
 // the world pose R, p
 enum { CFD_IDD_S = 0, CFD_IDD_I = 6, CFD_IDD_V = 42, CFD_IDD_A = 48, CFD_IDD_IV = 54, CFD_IDD_F = 60,
        CFD_IDD_R = 66, CFD_IDD_P = 75, CFD_IDD_LINK = 78 };
-// Per-link tangent scratch of one direction: dS, dV, dA, dF
-enum { CFD_IDD_TAN = 24 };
+
+// A link's spatial inertia J (about its origin, in its frame) in the world frame at pose (R, p):
+// its mass, centre of mass and rotational inertia about that centre read from J, moved, and put
+// back together (cfd_spatial_inertia): the result of cfd_inertia_to_parent at a tenth of its
+// multiplications
+CFD_HD void cfd_idd_world_inertia(const double J[36], const double R[9], const double p[3],
+                                  double out[36]) {
+  double m = J[35], c[3] = {0, 0, 0}, Io[9], RI[9], Icw[9], cw[3];
+  if (m > 0) c[0] = -J[11] / m, c[1] = J[5] / m, c[2] = -J[4] / m;  // J's m c^ block
+  for (int r = 0; r < 3; r++)  // about the centre: Io - m c^ c^T = Io + m c^ c^
+    for (int k = 0; k < 3; k++)
+      Io[3 * r + k] = J[6 * r + k] + m * ((r == k ? -(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]) : 0) + c[r] * c[k]);
+  cfd_mat3_mul(R, Io, RI);
+  for (int r = 0; r < 3; r++)  // R Io R^T
+    for (int k = 0; k < 3; k++)
+      Icw[3 * r + k] = RI[3 * r] * R[3 * k] + RI[3 * r + 1] * R[3 * k + 1] + RI[3 * r + 2] * R[3 * k + 2];
+  cfd_rot(R, c, cw);
+  cw[0] += p[0]; cw[1] += p[1]; cw[2] += p[2];
+  cfd_spatial_inertia(m, cw, Icw, out);
+}
+
+// The accelerations and wrenches of w (its S, I, V and I V set by cfd_idd_forward) at qdd (NULL:
+// zero), and tau (may be NULL)
+CFD_HD void cfd_idd_accel(const cfd_chain* c, const double* qd, const double* qdd, double* w,
+                          double* tau) {
+  int n = c->n;
+  const double a0[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  for (int i = 0; i < n; i++) {
+    double* L = w + CFD_IDD_LINK * i;
+    int par = c->parent[i];
+    const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
+    const double* S = L + CFD_IDD_S;
+    double c6[6], IA[6], g[6], qdd_i = qdd ? qdd[i] : 0;
+    cfd_ad(L + CFD_IDD_V, S, c6);
+    for (int k = 0; k < 6; k++) L[CFD_IDD_A + k] = Ap[k] + S[k] * qdd_i + c6[k] * qd[i];
+    cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_A, IA);
+    cfd_neg_adstar(L + CFD_IDD_V, L + CFD_IDD_IV, g);
+    for (int k = 0; k < 6; k++) L[CFD_IDD_F + k] = IA[k] + g[k];
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    double* L = w + CFD_IDD_LINK * i;
+    if (tau) tau[i] = cfd_dot6(L + CFD_IDD_S, L + CFD_IDD_F);
+    int par = c->parent[i];
+    if (par >= 0)
+      for (int k = 0; k < 6; k++) w[CFD_IDD_LINK * par + CFD_IDD_F + k] += L[CFD_IDD_F + k];
+  }
+}
 
 // World-frame kinematics and inverse dynamics at (q, qd, qdd) into w (n x CFD_IDD_LINK); tau
 // (may be NULL) = ID(q, qd, qdd) without armature, as cfd_id_cpu. Hinges and slides only.
@@ -61,111 +112,115 @@ CFD_HD void cfd_idd_forward(const cfd_chain* c, const double* q, const double* q
     cfd_rot(R, s + 3, S + 3);
     cfd_cross(p, S, t);
     S[3] += t[0]; S[4] += t[1]; S[5] += t[2];
-    cfd_inertia_to_parent(R, p, c->inertia + 36 * i, L + CFD_IDD_I);
+    cfd_idd_world_inertia(c->inertia + 36 * i, R, p, L + CFD_IDD_I);
     const double* Vp = par < 0 ? NULL : w + CFD_IDD_LINK * par + CFD_IDD_V;
-    const double* Ap = par < 0 ? NULL : w + CFD_IDD_LINK * par + CFD_IDD_A;
-    double a0[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]}, c6[6];
-    double qdd_i = qdd ? qdd[i] : 0;
     for (int k = 0; k < 6; k++) L[CFD_IDD_V + k] = (Vp ? Vp[k] : 0) + S[k] * qd[i];
-    cfd_ad(L + CFD_IDD_V, S, c6);
-    for (int k = 0; k < 6; k++)
-      L[CFD_IDD_A + k] = (Ap ? Ap[k] : a0[k]) + S[k] * qdd_i + c6[k] * qd[i];
-    double IA[6], g[6];
     cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_V, L + CFD_IDD_IV);
-    cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_A, IA);
-    cfd_neg_adstar(L + CFD_IDD_V, L + CFD_IDD_IV, g);
-    for (int k = 0; k < 6; k++) L[CFD_IDD_F + k] = IA[k] + g[k];
+  }
+  cfd_idd_accel(c, qd, qdd, w, tau);
+}
+
+// Per-link subtree sums (cfd_idd_composites): Ic (6x6), h, B (6x6), P, Q
+enum { CFD_IDD_IC = 0, CFD_IDD_H = 36, CFD_IDD_B = 42, CFD_IDD_PV = 78, CFD_IDD_QV = 84,
+       CFD_IDD_COMP = 90 };
+
+// The subtree sums of w (cfd_idd_forward's, at the acceleration the derivatives are taken at)
+// into cw (n x CFD_IDD_COMP)
+CFD_HD void cfd_idd_composites(const cfd_chain* c, const double* w, double* cw) {
+  int n = c->n;
+  for (int i = 0; i < n; i++) {
+    const double* L = w + CFD_IDD_LINK * i;
+    double* C = cw + CFD_IDD_COMP * i;
+    const double *I = L + CFD_IDD_I, *V = L + CFD_IDD_V;
+    for (int k = 0; k < 36; k++) C[CFD_IDD_IC + k] = I[k];
+    for (int k = 0; k < 6; k++) C[CFD_IDD_H + k] = L[CFD_IDD_IV + k];
+    // I ad_V - V x* I = X + X^T with X = I ad_V (V x* = -ad_V^T, I symmetric): X's columns
+    // are I times ad_V's, [w x e_k; v x e_k] (k < 3) and [0; w x e_k]
+    double X[36];
+    const double *w3 = V, *v3 = V + 3;
+    for (int k = 0; k < 3; k++) {
+      int k1 = (k + 1) % 3, k2 = (k + 2) % 3;  // e_k x: a x e_k = a[k2] e_k1 - a[k1] e_k2
+      for (int r = 0; r < 6; r++) {
+        const double* Ir = I + 6 * r;
+        X[6 * r + k] = Ir[k1] * w3[k2] - Ir[k2] * w3[k1] + Ir[3 + k1] * v3[k2] - Ir[3 + k2] * v3[k1];
+        X[6 * r + 3 + k] = Ir[3 + k1] * w3[k2] - Ir[3 + k2] * w3[k1];
+      }
+    }
+    for (int r = 0; r < 6; r++)
+      for (int k = 0; k < 6; k++) C[CFD_IDD_B + 6 * r + k] = X[6 * r + k] + X[6 * k + r];
   }
   for (int i = n - 1; i >= 0; i--) {
-    double* L = w + CFD_IDD_LINK * i;
-    if (tau) tau[i] = cfd_dot6(L + CFD_IDD_S, L + CFD_IDD_F);
+    double* C = cw + CFD_IDD_COMP * i;
+    const double* S = w + CFD_IDD_LINK * i + CFD_IDD_S;
+    double t[6];
+    cfd_mat6_vec(C + CFD_IDD_IC, S, C + CFD_IDD_PV);
+    cfd_mat6_vec(C + CFD_IDD_B, S, C + CFD_IDD_QV);  // (B is symmetric)
+    cfd_neg_adstar(S, C + CFD_IDD_H, t);
+    for (int k = 0; k < 6; k++) C[CFD_IDD_QV + k] += t[k];
     int par = c->parent[i];
     if (par >= 0)
-      for (int k = 0; k < 6; k++) w[CFD_IDD_LINK * par + CFD_IDD_F + k] += L[CFD_IDD_F + k];
+      for (int k = 0; k < CFD_IDD_PV; k++) cw[CFD_IDD_COMP * par + k] += C[k];
   }
 }
 
-// The mass matrix without armature by composite rigid bodies from w (cfd_idd_forward's), into M
-// (n x n, row-major, full); Ic: n x 36 scratch
-CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, double* Ic, double* M) {
+// The mass matrix without armature from the composites (CRB): M_ij = S_i . Ic_j S_j for i an
+// ancestor of j or j itself, into M (n x n, row-major, full)
+CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, const double* cw, double* M) {
   int n = c->n;
-  for (int i = 0; i < n * 36; i++) Ic[i] = w[CFD_IDD_LINK * (i / 36) + CFD_IDD_I + i % 36];
-  for (int i = n - 1; i >= 0; i--) {
-    int par = c->parent[i];
-    if (par >= 0)
-      for (int k = 0; k < 36; k++) Ic[36 * par + k] += Ic[36 * i + k];
-  }
   for (int i = 0; i < n * n; i++) M[i] = 0;
   for (int j = 0; j < n; j++) {
-    double Fj[6];
-    cfd_mat6_vec(Ic + 36 * j, w + CFD_IDD_LINK * j + CFD_IDD_S, Fj);
+    const double* Pj = cw + CFD_IDD_COMP * j + CFD_IDD_PV;
     for (int i = j; i >= 0; i = c->parent[i]) {
-      double mij = cfd_dot6(w + CFD_IDD_LINK * i + CFD_IDD_S, Fj);
+      double mij = cfd_dot6(w + CFD_IDD_LINK * i + CFD_IDD_S, Pj);
       M[n * i + j] = M[n * j + i] = mij;
     }
   }
 }
 
-// d tau / d q_j (vel 0) or d tau / d qd_j (vel 1) at the point of w, into dtau (n); t: n x
-// CFD_IDD_TAN scratch, sub: n ints (the subtree of j)
-CFD_HD void cfd_idd_direction(const cfd_chain* c, const double* qd, const double* qdd,
-                              const double* w, int j, int vel, double* t, int* sub,
-                              double* dtau) {
+// scale times d tau / d q into Dq and d tau / d qd into Dv (n x n, row-major, leading dimension
+// ld; either may be NULL; [i][j] = d tau_i / d x_j) at the point of w and cw, the entries of
+// neither a descendant nor an ancestor of j left as they are (zero them first); sub: n ints of
+// scratch
+CFD_HD void cfd_idd_jacobians(const cfd_chain* c, const double* w, const double* cw, double scale,
+                              double* Dq, double* Dv, long ld, int* sub) {
   int n = c->n;
-  const double* Sj = w + CFD_IDD_LINK * j + CFD_IDD_S;
-  for (int i = 0; i < n; i++) {
-    sub[i] = i == j || (i > j && c->parent[i] >= 0 && sub[c->parent[i]]);
-    double* T = t + CFD_IDD_TAN * i;
-    for (int k = 0; k < CFD_IDD_TAN; k++) T[k] = 0;
-  }
-  for (int i = j; i < n; i++) {
-    if (!sub[i]) continue;
-    const double* L = w + CFD_IDD_LINK * i;
-    double* T = t + CFD_IDD_TAN * i;
-    double *dS = T, *dV = T + 6, *dA = T + 12, *df = T + 18;
-    int par = c->parent[i];
-    const double* dVp = i != j ? t + CFD_IDD_TAN * par + 6 : NULL;  // (j's parent: no tangent)
-    const double* dAp = i != j ? t + CFD_IDD_TAN * par + 12 : NULL;
-    const double *S = L + CFD_IDD_S, *I = L + CFD_IDD_I, *V = L + CFD_IDD_V, *A = L + CFD_IDD_A;
-    double x[6], y[6], u[6], z[6];
-    if (!vel && i != j) cfd_ad(Sj, S, dS);
-    for (int k = 0; k < 6; k++) dV[k] = (dVp ? dVp[k] : 0) + (vel ? (i == j ? S[k] : 0) : dS[k] * qd[i]);
-    // dA = dA_p + dS qdd + (ad_dV S + ad_V dS) qd (+ ad_V S at i = j for qd_j)
-    cfd_ad(dV, S, x);
-    cfd_ad(V, dS, y);
-    for (int k = 0; k < 6; k++) dA[k] = (dAp ? dAp[k] : 0) + dS[k] * qdd[i] + (x[k] + y[k]) * qd[i];
-    if (vel && i == j) {
-      cfd_ad(V, S, x);
-      for (int k = 0; k < 6; k++) dA[k] += x[k];
+  const double a0[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
+  const double zero[6] = {0, 0, 0, 0, 0, 0};
+  for (int j = 0; j < n; j++) {
+    const double* L = w + CFD_IDD_LINK * j;
+    const double* C = cw + CFD_IDD_COMP * j;
+    const double* Sj = L + CFD_IDD_S;
+    int par = c->parent[j];
+    const double* Vp = par < 0 ? zero : w + CFD_IDD_LINK * par + CFD_IDD_V;
+    const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
+    double u[6], wv[6], b[6], Gq[6], Gv[6], x[6], y[6];
+    cfd_ad(Sj, Vp, u);
+    cfd_ad(Sj, Ap, wv);
+    cfd_ad(u, Vp, b);
+    for (int k = 0; k < 6; k++) wv[k] -= b[k];
+    // the subtree's wrench derivatives, for the ancestors
+    cfd_neg_adstar(Sj, L + CFD_IDD_F, Gq);
+    cfd_mat6_vec(C + CFD_IDD_IC, wv, x);
+    cfd_mat6_vec(C + CFD_IDD_B, u, y);
+    cfd_neg_adstar(u, C + CFD_IDD_H, b);
+    for (int k = 0; k < 6; k++) Gq[k] += -x[k] + y[k] - b[k];
+    cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
+    cfd_mat6_vec(C + CFD_IDD_IC, u, y);
+    cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
+    for (int k = 0; k < 6; k++) Gv[k] = -x[k] - 2 * y[k] + b[k];
+    for (int k = 0; k < 6; k++) u[k] *= scale, wv[k] *= scale, Gq[k] *= scale, Gv[k] *= scale;
+    for (int i = j; i < n; i++) {
+      sub[i] = i == j || (c->parent[i] >= j && sub[c->parent[i]]);
+      if (!sub[i]) continue;
+      const double* Ci = cw + CFD_IDD_COMP * i;
+      if (Dq) Dq[ld * i + j] = cfd_dot6(Ci + CFD_IDD_QV, u) - cfd_dot6(Ci + CFD_IDD_PV, wv);
+      if (Dv) Dv[ld * i + j] = -scale * cfd_dot6(Ci + CFD_IDD_QV, Sj) - 2 * cfd_dot6(Ci + CFD_IDD_PV, u);
     }
-    // df = I (dA - ad_Sj A) + Sj x* (I A) + dV x* (I V) + V x* (I (dV - ad_Sj V) + Sj x* (I V)),
-    // the ad_Sj and Sj x* terms only for q_j (dI)
-    for (int k = 0; k < 6; k++) x[k] = dA[k], y[k] = dV[k];
-    if (!vel) {
-      cfd_ad(Sj, A, u);
-      cfd_ad(Sj, V, z);
-      for (int k = 0; k < 6; k++) x[k] -= u[k], y[k] -= z[k];
+    for (int i = par; i >= 0; i = c->parent[i]) {
+      const double* Si = w + CFD_IDD_LINK * i + CFD_IDD_S;
+      if (Dq) Dq[ld * i + j] = cfd_dot6(Si, Gq);
+      if (Dv) Dv[ld * i + j] = cfd_dot6(Si, Gv);
     }
-    cfd_mat6_vec(I, x, df);
-    cfd_mat6_vec(I, y, u);  // I (dV - ad_Sj V)
-    if (!vel) {
-      double IA[6];
-      cfd_mat6_vec(I, A, IA);
-      cfd_neg_adstar(Sj, IA, x);
-      cfd_neg_adstar(Sj, L + CFD_IDD_IV, z);
-      for (int k = 0; k < 6; k++) df[k] += x[k], u[k] += z[k];
-    }
-    cfd_neg_adstar(dV, L + CFD_IDD_IV, x);
-    cfd_neg_adstar(V, u, z);
-    for (int k = 0; k < 6; k++) df[k] += x[k] + z[k];
-  }
-  for (int i = n - 1; i >= 0; i--) {  // dF (in df's place) and dtau
-    double* T = t + CFD_IDD_TAN * i;
-    const double* L = w + CFD_IDD_LINK * i;
-    dtau[i] = cfd_dot6(L + CFD_IDD_S, T + 18) + (sub[i] ? cfd_dot6(T, L + CFD_IDD_F) : 0);
-    int par = c->parent[i];
-    if (par >= 0)
-      for (int k = 0; k < 6; k++) t[CFD_IDD_TAN * par + 18 + k] += T[18 + k];
   }
 }
 

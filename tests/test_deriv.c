@@ -1,0 +1,114 @@
+// chainfd_deriv (include/chainfd_deriv.h): what the API does around the numbers that
+// `chainfd check --derivatives` checks: qacc against mj_forward, the transition against a
+// forward step of chainfd's own derivatives' definition (A x + B u to first order against
+// mj_step), an active joint limit, a bad state, RK4, a model other than the one created for.
+#include <stdlib.h>
+#include <string.h>
+
+#include <mujoco/mujoco.h>
+
+#include "chain_gen.h"
+#include "chainfd_deriv.h"
+#include "test_util.h"
+
+// qacc against mj_forward; one mj_step from x + dx, u + du against x' + A dx + B du (second order
+// in the perturbation: perturbations of 1e-6 leave about 1e-6 of the change; bound 1e-3 of it)
+static void against_mujoco(const char* spec, int integrator) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  m->opt.integrator = integrator;
+  int nv = m->nv, nu = m->nu, nx = 2 * nv;
+  chainfd_deriv* dv;
+  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "%s", err);
+  mjData* d = mj_makeData(m);
+  mjData* e = mj_makeData(m);
+  for (int i = 0; i < nv; i++) d->qpos[i] = 0.3 * sin(1.7 * i + 0.4), d->qvel[i] = 0.5 * cos(2.3 * i);
+  for (int a = 0; a < nu; a++) d->ctrl[a] = 0.2 * sin(a + 1.0);
+  double* qacc = malloc(sizeof(double) * nv);
+  double* A = malloc(sizeof(double) * nx * nx);
+  double* B = malloc(sizeof(double) * nx * (nu ? nu : 1));
+  mj_forward(m, d);
+  EXPECT(chainfd_deriv_qacc(dv, m, d, qacc, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
+  double scale = 0;
+  for (int i = 0; i < nv; i++) scale = fmax(scale, fabs(d->qacc[i]));
+  double eq = max_abs_diff(qacc, d->qacc, nv) / fmax(1, scale);
+  EXPECT(eq < 1e-10, "%s: qacc differs from mj_forward's by %.3e", spec, eq);
+  EXPECT(chainfd_transition_derivatives(dv, m, d, A, B, err, sizeof err) == 0, "%s", err);
+  // x' at x and at x + dx, u + du
+  double* dx = malloc(sizeof(double) * (nx + nu));
+  for (int k = 0; k < nx + nu; k++) dx[k] = 1e-6 * sin(3.1 * k + 0.2);
+  mj_copyData(e, m, d);
+  mj_step(m, e);
+  double* x1 = malloc(sizeof(double) * nx);
+  for (int i = 0; i < nv; i++) x1[i] = e->qpos[i], x1[nv + i] = e->qvel[i];
+  mj_copyData(e, m, d);
+  for (int i = 0; i < nv; i++) e->qpos[i] += dx[i], e->qvel[i] += dx[nv + i];
+  for (int a = 0; a < nu; a++) e->ctrl[a] += dx[nx + a];
+  mj_step(m, e);
+  double worst = 0, size = 0;
+  for (int r = 0; r < nx; r++) {
+    double pred = 0;
+    for (int k = 0; k < nx; k++) pred += A[nx * r + k] * dx[k];
+    for (int a = 0; a < nu; a++) pred += B[nu * r + a] * dx[nx + a];
+    double got = (r < nv ? e->qpos[r] : e->qvel[r - nv]) - x1[r];
+    worst = fmax(worst, fabs(got - pred));
+    size = fmax(size, fabs(got));
+  }
+  printf("%-60s %-12s qacc %.2e, first-order step prediction %.2e of %.2e\n", spec,
+         integrator == mjINT_EULER ? "Euler" : "implicitfast", eq, worst, size);
+  EXPECT(worst < 1e-3 * size, "%s: A dx + B du misses the step by %.3e of %.3e", spec, worst, size);
+  free(qacc); free(A); free(B); free(dx); free(x1);
+  mj_deleteData(d);
+  mj_deleteData(e);
+  chainfd_deriv_free(dv);
+  mj_deleteModel(m);
+}
+
+static void errors(void) {
+  char err[1024];
+  mjModel* m = cfd_load_model("chain:5,limit=0.2,damping=0.1,armature=0.01,actuators=1", err, sizeof err);
+  EXPECT(m != NULL, "%s", err);
+  if (!m) return;
+  chainfd_deriv* dv;
+  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "limits are taken: %s", err);
+  mjData* d = mj_makeData(m);
+  double D[25];
+  EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 0, "%s", err);
+  d->qpos[2] = 0.5;  // past the limit: an active row
+  EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 1 &&
+         strstr(err, "at its limit"), "an active limit: '%s'", err);
+  printf("active limit: %s\n", err);
+  d->qpos[2] = 0;
+  d->qvel[1] = NAN;
+  EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 1 &&
+         strstr(err, "qvel[1] is not finite"), "a NaN state: '%s'", err);
+  d->qvel[1] = 0;
+  mjModel* other = cfd_load_model("chain:6", err, sizeof err);
+  mjData* od = mj_makeData(other);
+  EXPECT(chainfd_deriv_qacc(dv, other, od, NULL, D, NULL, NULL, err, sizeof err) == 1 &&
+         strstr(err, "created for"), "another model: '%s'", err);
+  mj_deleteData(od);
+  mj_deleteModel(other);
+  chainfd_deriv_free(dv);
+  m->opt.integrator = mjINT_RK4;
+  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "RK4's qacc is taken: %s", err);
+  EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 0, "%s", err);
+  double A[100];
+  EXPECT(chainfd_transition_derivatives(dv, m, d, A, NULL, err, sizeof err) == 1 &&
+         strstr(err, "RK4"), "RK4's transition: '%s'", err);
+  chainfd_deriv_free(dv);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+}
+
+int main(void) {
+  against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER);
+  against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST);
+  against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
+                 "stiffness=0.5,actuators=1", mjINT_IMPLICITFAST);
+  against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST);
+  errors();
+  TEST_EXIT();
+}
