@@ -63,7 +63,7 @@ static void bench_model(const char* spec, int reps) {
     exit(1);
   }
   chainfd_deriv* dv;
-  if (chainfd_deriv_create(m, &dv, err, sizeof err)) {
+  if (chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err)) {
     printf("%s: %s\n", spec, err);
     mj_deleteModel(m);
     return;

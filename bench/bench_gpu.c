@@ -34,6 +34,7 @@
 #include "chain_gen.h"
 #include "gpu.h"
 #include "chainfd_rollout.h"
+#include "chainfd_deriv.h"
 #include "abia_variants.h"
 #include "rollout_internal.h"
 #include "mj_chain.h"
@@ -595,6 +596,71 @@ static void upload_batch(int B, int H, int nx, int nu, const double* init, const
   cudaMemcpy(*dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
 }
 
+// ---- derivatives: d qacc / d(q, qvel) (and d ctrl) of B states, GPU from device arrays against
+// one CPU core (chainfd's own CPU path, and mjd_transitionFD for scale) -------------------------------
+static void derivatives(const char* spec, int maxB) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  chainfd_deriv *cpu, *gpu;
+  if (chainfd_deriv_create(m, CHAINFD_CPU, &cpu, err, sizeof err) ||
+      chainfd_deriv_create(m, 0, &gpu, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  int n = m->nv, nu = m->nu;
+  printf("\n== derivatives d qacc/d(q, qvel) of B states: %s (n = %d), double, medians of 7 ==\n", spec, n);
+  printf("%7s %12s %14s %14s %14s\n", "B", "GPU us", "GPU grad/s", "+ d ctrl us", "CPU 1 core us");
+  mjData* d = mj_makeData(m);
+  cfd_rng rng = {5};
+  for (int B = 16; B <= maxB; B *= 4) {
+    double* x = NEED(malloc(sizeof(double) * (size_t)B * 2 * n));
+    double* u = NEED(malloc(sizeof(double) * (size_t)B * (nu ? nu : 1)));
+    for (int b = 0; b < B; b++) {
+      mj_resetData(m, d);
+      cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+      for (int i = 0; i < m->nq; i++) d->qpos[i] *= 0.3;
+      chainfd_rollout_get_state(m, d, x + (size_t)b * 2 * n);
+      for (int a = 0; a < nu; a++) u[(size_t)b * nu + a] = d->ctrl[a];
+    }
+    double *dx, *du, *dq, *dv, *dctl;
+    size_t nn = (size_t)B * n * n;
+    cudaMalloc((void**)&dx, sizeof(double) * (size_t)B * 2 * n);
+    cudaMalloc((void**)&du, sizeof(double) * (size_t)B * (nu ? nu : 1));
+    cudaMalloc((void**)&dq, sizeof(double) * nn);
+    cudaMalloc((void**)&dv, sizeof(double) * nn);
+    cudaMalloc((void**)&dctl, sizeof(double) * (size_t)B * n * (nu ? nu : 1));
+    cudaMemcpy(dx, x, sizeof(double) * (size_t)B * 2 * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(du, u, sizeof(double) * (size_t)B * nu, cudaMemcpyHostToDevice);
+    double t[3], reps[7];
+    for (int what = 0; what < 3; what++) {
+      double* hq = what == 2 ? NEED(malloc(sizeof(double) * nn)) : NULL;
+      double* hv = what == 2 ? NEED(malloc(sizeof(double) * nn)) : NULL;
+      int R = what == 2 ? (B > 4096 ? 1 : 7) : 7;
+      for (int r = -1; r < R; r++) {
+        double a = now();
+        int st = what == 2 ? chainfd_deriv_batch(cpu, B, x, u, hq, hv, NULL, CHAINFD_HOST, err, sizeof err)
+               : chainfd_deriv_batch(gpu, B, dx, du, dq, dv, what ? dctl : NULL, CHAINFD_DEVICE, err, sizeof err);
+        if (st) { fprintf(stderr, "%s\n", err); break; }
+        if (r >= 0) reps[r] = now() - a;
+      }
+      t[what] = cfd_median(reps, R) * 1e6;
+      free(hq); free(hv);
+    }
+    printf("%7d %12.1f %14.3g %14.1f %14.1f\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2]);
+    emit("deriv", spec, n, B, "cuda.deriv.qv", t[0], 0, 0);
+    emit("deriv", spec, n, B, "cuda.deriv.qvu", t[1], 0, 0);
+    emit("deriv", spec, n, B, "cpu.deriv.qv.1core", t[2], 0, 0);
+    fflush(stdout);
+    cudaFree(dx); cudaFree(du); cudaFree(dq); cudaFree(dv); cudaFree(dctl);
+    free(x); free(u);
+  }
+  mj_deleteData(d);
+  chainfd_deriv_free(cpu);
+  chainfd_deriv_free(gpu);
+  mj_deleteModel(m);
+}
+
 // ---- rollouts: env-steps per second, GPU against MuJoCo's mj_step on all cores -------------------
 
 typedef struct {
@@ -1117,7 +1183,7 @@ int main(int argc, char** argv) {
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv] [--cfa-steps K]\n");
       return 2;
     }
   }
@@ -1126,12 +1192,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
-                                      "rollout_limits", "rollout_long", "multigpu", "trees"};
+                                      "rollout_limits", "rollout_long", "multigpu", "trees", "deriv"};
   int known = !only;
-  for (int k = 0; k < 10 && !known; k++) known = !strcmp(only, parts[k]);
+  for (int k = 0; k < 11 && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
     fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_limits, "
-            "rollout_long, multigpu or trees, not '%s'\n", prog, only);
+            "rollout_long, multigpu, trees or deriv, not '%s'\n", prog, only);
     return 2;
   }
   if (cfd_gpu_device_count() == 0) {
@@ -1179,6 +1245,11 @@ int main(int argc, char** argv) {
     rollout_limits(arm, maxB, 0.05);
     rollout_model_rows(CHAINFD_TESTS_DIR "/constraints/arm_equality_serial.xml", maxB);
     rollout_model_rows(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", maxB);
+  }
+  if (!only || !strcmp(only, "deriv")) {
+    derivatives(arm, maxB);
+    derivatives("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
+                "stiffness=0.5,actuators=1", maxB);
   }
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",

@@ -520,7 +520,7 @@ static double matrix_rel_err(const double* a, const double* b, size_t count) {
 static int check_derivatives(mjModel* m, int states, unsigned long long seed, double tol) {
   char err[1024];
   chainfd_deriv* dv;
-  if (chainfd_deriv_create(m, &dv, err, sizeof err)) {
+  if (chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err)) {
     printf("refused: %s\n", err);
     return 1;
   }

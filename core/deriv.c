@@ -10,32 +10,20 @@
 #include "chainfd_deriv.h"
 #include "chainfd_rollout.h"
 #include "deriv_internal.h"
-#include "id_deriv.h"
+#include "deriv_instance.h"
 #include "mj_chain.h"
+#include "gpu.h"
 #include "rollout_internal.h"
-#include "rollout_step.h"
 
 struct chainfd_deriv {
-  chainfd_rollout* r;  // the chain and step parameters
+  chainfd_rollout* r;  // the chain and step parameters (and, on a GPU, their device copies)
   const cfd_chain* c;
   const cfd_rollout_params* p;
-  int n, nu, rk4;
-  double* w;      // n x CFD_IDD_LINK: the world-frame quantities
-  double* cw;     // n x CFD_IDD_COMP: the subtree sums
-  double* M;      // n x n: M + the joint diagonal, then its Cholesky factor
-  double* X;      // n x (2n + nu): the right-hand sides, then the derivatives
-  double* x;      // 2n: the state in the chain's coordinates (rollout layout)
-  double* q;      // n: q = qpos - qpos0
-  double* tau;    // n: the applied force
-  double* bias;   // n
-  double* qacc;   // n
-  double* dtau;   // n: scratch (the pivots' reciprocals)
-  double* dq;     // n: d tau / d q (diagonal: springs, actuators' length terms)
-  double* dv;     // n: d tau / d qvel (diagonal: damping, velocity gains)
-  double* du;     // n x nu: d tau / d ctrl
-  double* diag;   // n: the integrator's joint diagonal (Euler damping, implicitfast's -h qDeriv)
-  double* ddiag;  // nu: d diag[act_dof[a]] / d ctrl_a
-  int* sub;       // n
+  int n, nu, rk4, device;
+  double* x;           // 2n: the state in the chain's coordinates (rollout layout)
+  double* doubles;     // the instance's scratch (deriv_instance.h)
+  int* ints;
+  cfd_deriv_scratch s;
 };
 
 static int fail(char* err, int size, const char* fmt, ...) {
@@ -73,12 +61,11 @@ static int rows_refused(const mjModel* m, char* err, int size) {
 void chainfd_deriv_free(chainfd_deriv* dv) {
   if (!dv) return;
   chainfd_rollout_free(dv->r);
-  free(dv->w); free(dv->cw); free(dv->M); free(dv->X); free(dv->x);
-  free(dv->sub);
+  free(dv->x); free(dv->doubles); free(dv->ints);
   free(dv);
 }
 
-int chainfd_deriv_create(const mjModel* m, chainfd_deriv** out, char* err, int err_size) {
+int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char* err, int err_size) {
   *out = NULL;
   if (rows_refused(m, err, err_size)) return 1;
   chainfd_deriv* dv = calloc(1, sizeof(*dv));
@@ -95,7 +82,13 @@ int chainfd_deriv_create(const mjModel* m, chainfd_deriv** out, char* err, int e
     euler->opt.integrator = mjINT_EULER;
   }
   char why[1024];
-  int st = chainfd_rollout_create(euler ? euler : m, CHAINFD_CPU, &dv->r, why, sizeof why);
+  if (device < CHAINFD_CPU) {
+    free(dv);
+    if (euler) mj_deleteModel(euler);
+    return fail(err, err_size, "derivatives: device %d is not a device index or CHAINFD_CPU", device);
+  }
+  dv->device = device;
+  int st = chainfd_rollout_create(euler ? euler : m, device, &dv->r, why, sizeof why);
   if (euler) mj_deleteModel(euler);
   if (st) {
     free(dv);
@@ -114,138 +107,46 @@ int chainfd_deriv_create(const mjModel* m, chainfd_deriv** out, char* err, int e
       chainfd_deriv_free(dv);
       return 1;
     }
-  size_t cols = 2 * (size_t)n + nu;
-  dv->w = malloc(sizeof(double) * CFD_IDD_LINK * n);
-  dv->cw = malloc(sizeof(double) * CFD_IDD_COMP * n);
-  dv->M = malloc(sizeof(double) * n * n);
-  dv->X = malloc(sizeof(double) * n * cols);
-  dv->x = malloc(sizeof(double) * (11 * (size_t)n + (size_t)n * nu + nu + 1));
-  dv->sub = malloc(sizeof(int) * n);
-  if (!dv->w || !dv->cw || !dv->M || !dv->X || !dv->x || !dv->sub) {
+  dv->x = malloc(sizeof(double) * 2 * n);
+  dv->doubles = malloc(sizeof(double) * cfd_deriv_doubles(n, nu));
+  dv->ints = malloc(sizeof(int) * n);
+  if (!dv->x || !dv->doubles || !dv->ints) {
     chainfd_deriv_free(dv);
     return fail(err, err_size, "derivatives: out of memory for %d dofs", n);
   }
-  dv->q = dv->x + 2 * n;
-  dv->tau = dv->q + n;
-  dv->bias = dv->tau + n;
-  dv->qacc = dv->bias + n;
-  dv->dtau = dv->qacc + n;
-  dv->dq = dv->dtau + n;
-  dv->dv = dv->dq + n;
-  dv->diag = dv->dv + n;
-  dv->du = dv->diag + n;
-  dv->ddiag = dv->du + (size_t)n * nu;
+  cfd_deriv_scratch_at(&dv->s, n, nu, dv->doubles, dv->ints);
   *out = dv;
   return 0;
 }
 
-// The applied force tau at the state (x, v) and controls u, and its derivatives (rollout_step.h's
-// passive and actuator forces, differentiated); with `integrator`, the step's joint diagonal and
-// its control derivative too
-static void applied(chainfd_deriv* dv, const double* u, int integrator) {
-  const cfd_rollout_params* p = dv->p;
-  int n = dv->n, nu = dv->nu;
-  const double *x = dv->x, *v = dv->x + n;
-  double h = p->h;
-  for (int i = 0; i < n; i++) {
-    double dummy;
-    cfd_rollout_passive(p, i, 1, x[i], v[i], &dv->q[i], &dv->tau[i], integrator ? &dv->diag[i] : &dummy);
-    if (!integrator) dv->diag[i] = 0;
-    dv->dq[i] = -p->stiffness[i];
-    dv->dv[i] = -p->damping[i];
-  }
-  memset(dv->du, 0, sizeof(double) * n * nu);
-  for (int a = 0; a < nu; a++) {
-    int i = p->act_dof[a];
-    const double* cr = p->ctrlrange + 2 * a;
-    const double* G = p->gain + 3 * a;
-    const double* B = p->bias + 3 * a;
-    const double* fr = p->forcerange + 2 * a;
-    double uc = cfd_rollout_clamp(p, a, u ? u[a] : 0), g = p->gear[a];
-    int inside = !(cr[0] < cr[1]) || (uc > cr[0] && uc < cr[1]);
-    double len = g * x[i], vel = g * v[i], gain = G[0] + G[1] * len + G[2] * vel;
-    double force = gain * uc + B[0] + B[1] * len + B[2] * vel;
-    int saturated = fr[0] < fr[1] && (force <= fr[0] || force >= fr[1]);
-    if (fr[0] < fr[1]) force = fmin(fmax(force, fr[0]), fr[1]);
-    dv->tau[i] += g * force;
-    dv->ddiag[a] = 0;
-    if (saturated) continue;
-    dv->dq[i] += g * g * (G[1] * uc + B[1]);
-    dv->dv[i] += g * g * (G[2] * uc + B[2]);
-    dv->du[(size_t)i * nu + a] = inside ? g * gain : 0;
-    if (integrator && p->integrator == CFD_INT_IMPLICITFAST) {
-      dv->diag[i] -= h * g * g * ((G[2] != 0 ? G[2] * uc : 0) + B[2]);
-      dv->ddiag[a] = inside ? -h * g * g * G[2] : 0;
-    }
-  }
-}
-
-// L L^T X = B in place for the `cols` columns of X (row-major, leading dimension ld) from `first`:
-// row operations, so that the inner loops run along contiguous columns (and vectorise), and one
-// reciprocal per pivot
-static void chol_solve_rows(const double* L, int n, double* X, int first, int cols, int ld,
-                            double* inv) {
-  for (int i = 0; i < n; i++) inv[i] = 1 / L[(size_t)n * i + i];
-  for (int i = 0; i < n; i++) {
-    double* xi = X + (size_t)ld * i + first;
-    for (int k = 0; k < i; k++) {
-      double l = L[(size_t)n * i + k];
-      const double* xk = X + (size_t)ld * k + first;
-      for (int c = 0; c < cols; c++) xi[c] -= l * xk[c];
-    }
-    for (int c = 0; c < cols; c++) xi[c] *= inv[i];
-  }
-  for (int i = n - 1; i >= 0; i--) {
-    double* xi = X + (size_t)ld * i + first;
-    for (int k = i + 1; k < n; k++) {
-      double l = L[(size_t)n * k + i];
-      const double* xk = X + (size_t)ld * k + first;
-      for (int c = 0; c < cols; c++) xi[c] -= l * xk[c];
-    }
-    for (int c = 0; c < cols; c++) xi[c] *= inv[i];
-  }
-}
-
-// (M + diag) qacc = tau - bias and its derivatives: DqDq, DqDv (n x n) and DqDu (n x nu),
-// row-major, any NULL
-static int solve(chainfd_deriv* dv, double* qacc, double* Dq, double* Dv, double* Du, char* err,
-                 int err_size) {
-  const cfd_chain* c = dv->c;
+// (M + diag) qacc = tau - bias and its derivatives (deriv_instance.h) at the state in dv->x:
+// qacc (n), DqDq, DqDv (n x n) and DqDu (n x nu), row-major, any NULL
+static int solve(chainfd_deriv* dv, const double* u, int step, double* qacc, double* Dq,
+                 double* Dv, double* Du, char* err, int err_size) {
   int n = dv->n, nu = dv->nu, cols = 2 * n + nu;
-  double* v = dv->x + n;
-  cfd_idd_forward(c, dv->q, v, NULL, dv->w, dv->bias);
-  cfd_idd_composites(c, dv->w, dv->cw);
-  cfd_idd_mass(c, dv->w, dv->cw, dv->M);
-  for (int i = 0; i < n; i++) dv->M[(size_t)n * i + i] += c->armature[i] + dv->diag[i];
-  if (cfd_chol_factor(dv->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
-  for (int i = 0; i < n; i++) dv->qacc[i] = dv->tau[i] - dv->bias[i];
-  cfd_chol_solve(dv->M, n, n, dv->qacc, 1, 1);
-  // ID's derivatives at (q, qd, qacc) (its composites do not depend on the acceleration), then
-  // the right-hand sides d tau / dx - d ID / dx
-  cfd_idd_accel(c, v, dv->qacc, dv->w, NULL);
-  memset(dv->X, 0, sizeof(double) * n * cols);
-  cfd_idd_jacobians(c, dv->w, dv->cw, -1, Dq ? dv->X : NULL, Dv ? dv->X + n : NULL, cols, dv->sub);
-  for (int j = 0; j < n; j++) {
-    dv->X[(size_t)cols * j + j] += dv->dq[j];
-    dv->X[(size_t)cols * j + n + j] += dv->dv[j];
-  }
-  for (int i = 0; i < n; i++)
-    for (int a = 0; a < nu; a++) dv->X[(size_t)cols * i + 2 * n + a] = dv->du[(size_t)i * nu + a];
-  for (int a = 0; a < nu; a++) {  // implicitfast: the diagonal's control term, -d diag/du qacc
-    int i = dv->p->act_dof[a];
-    dv->X[(size_t)cols * i + 2 * n + a] -= dv->ddiag[a] * dv->qacc[i];
-  }
-  int first = Dq ? 0 : Dv ? n : 2 * n, last = Du ? cols : Dv ? 2 * n : n;
-  if (first < last) chol_solve_rows(dv->M, n, dv->X, first, last - first, cols, dv->dtau);
+  cfd_deriv_scratch* s = &dv->s;
+  cfd_deriv_applied(dv->p, dv->x, dv->x + n, u, step, s);
+  if (cfd_deriv_solve(dv->c, dv->p, dv->x + n, Dq != NULL, Dv != NULL, Du != NULL, s))
+    return fail(err, err_size, "derivatives: the joint-space system is singular");
   for (int i = 0; i < n; i++) {
-    if (qacc) qacc[i] = dv->qacc[i];
+    if (qacc) qacc[i] = s->qacc[i];
     for (int j = 0; j < n; j++) {
-      if (Dq) Dq[(size_t)n * i + j] = dv->X[(size_t)cols * i + j];
-      if (Dv) Dv[(size_t)n * i + j] = dv->X[(size_t)cols * i + n + j];
+      if (Dq) Dq[(size_t)n * i + j] = s->X[(size_t)cols * i + j];
+      if (Dv) Dv[(size_t)n * i + j] = s->X[(size_t)cols * i + n + j];
     }
-    for (int a = 0; a < nu && Du; a++) Du[(size_t)nu * i + a] = dv->X[(size_t)cols * i + 2 * n + a];
+    for (int a = 0; a < nu && Du; a++) Du[(size_t)nu * i + a] = s->X[(size_t)cols * i + 2 * n + a];
   }
   return 0;
+}
+
+// The first dof whose limit row is active at the state x (rollout_step.h's test), or -1
+static int at_limit(const chainfd_deriv* dv, const double* x) {
+  for (int i = 0; i < dv->n && dv->p->rows; i++) {
+    const double* P = dv->p->rows + CFD_RP_COUNT * i;
+    if (P[CFD_RP_LIMITED] && (x[i] - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - x[i] < P[CFD_RP_MARGIN]))
+      return i;
+  }
+  return -1;
 }
 
 // d's state and controls into dv, checked
@@ -260,16 +161,12 @@ static int load(chainfd_deriv* dv, const mjModel* m, const mjData* d, char* err,
   for (int a = 0; a < m->nu; a++)
     if (!isfinite(d->ctrl[a])) return fail(err, err_size, "derivatives: ctrl[%d] is not finite", a);
   chainfd_rollout_get_state(m, d, dv->x);
-  for (int i = 0; i < dv->n && dv->p->rows; i++) {  // a limit's row (rollout_step.h's test)
-    const double* P = dv->p->rows + CFD_RP_COUNT * i;
-    if (!P[CFD_RP_LIMITED]) continue;
-    double x = dv->x[i], margin = P[CFD_RP_MARGIN];
-    if (x - P[CFD_RP_LO] < margin || P[CFD_RP_HI] - x < margin) {
-      char b[128];
-      return fail(err, err_size, "derivatives: joint %s is at its limit (an active constraint row: "
-                  "the derivatives of the constrained step are not done yet)",
-                  elem(m, mjOBJ_JOINT, dv->c->jnt[i], b, sizeof b));
-    }
+  int i = at_limit(dv, dv->x);
+  if (i >= 0) {
+    char b[128];
+    return fail(err, err_size, "derivatives: joint %s is at its limit (an active constraint row: "
+                "the derivatives of the constrained step are not done yet)",
+                elem(m, mjOBJ_JOINT, dv->c->jnt[i], b, sizeof b));
   }
   return 0;
 }
@@ -277,8 +174,7 @@ static int load(chainfd_deriv* dv, const mjModel* m, const mjData* d, char* err,
 int chainfd_deriv_qacc(chainfd_deriv* dv, const mjModel* m, const mjData* d, double* qacc,
                        double* DqDq, double* DqDv, double* DqDu, char* err, int err_size) {
   if (load(dv, m, d, err, err_size)) return 1;
-  applied(dv, d->ctrl, 0);
-  return solve(dv, qacc, DqDq, DqDv, DqDu, err, err_size);
+  return solve(dv, d->ctrl, 0, qacc, DqDq, DqDv, DqDu, err, err_size);
 }
 
 // One step of semi-implicit Euler (mj_Euler, mj_implicitSkip with a diagonal qDeriv): with the
@@ -292,11 +188,10 @@ int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mj
   if (load(dv, m, d, err, err_size)) return 1;
   int n = dv->n, nu = dv->nu, nx = 2 * n;
   double h = dv->p->h;
-  applied(dv, d->ctrl, 1);
   double* Dq = malloc(sizeof(double) * ((size_t)2 * n * n + (size_t)n * nu + 1));
   if (!Dq) return fail(err, err_size, "derivatives: out of memory");
   double *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
-  int st = solve(dv, NULL, Dq, Dv, Du, err, err_size);
+  int st = solve(dv, d->ctrl, 1, NULL, Dq, Dv, Du, err, err_size);
   for (int i = 0; i < n && !st; i++) {
     for (int j = 0; j < n && A; j++) {
       double aq = Dq[(size_t)n * i + j], av = Dv[(size_t)n * i + j], id = i == j;
@@ -318,7 +213,36 @@ int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mj
 int cfd_deriv_reference_qacc(chainfd_deriv* dv, const mjModel* m, const mjData* d, double* qacc,
                              char* err, int err_size) {
   if (load(dv, m, d, err, err_size)) return 1;
-  applied(dv, d->ctrl, 0);
-  int st = cfd_fd_reference(dv->c, dv->q, dv->x + dv->n, dv->tau, NULL, qacc);
+  cfd_deriv_applied(dv->p, dv->x, dv->x + dv->n, d->ctrl, 0, &dv->s);
+  int st = cfd_fd_reference(dv->c, dv->s.q, dv->x + dv->n, dv->s.tau, NULL, qacc);
   return st ? fail(err, err_size, "derivatives: the reference failed: %s", cfd_status_str(st)) : 0;
+}
+
+int chainfd_deriv_batch(chainfd_deriv* dv, int B, const double* x, const double* u, double* DqDq,
+                        double* DqDv, double* DqDu, chainfd_memory where, char* err, int err_size) {
+  int n = dv->n, nu = dv->nu;
+  if (B < 1) return fail(err, err_size, "derivatives: a batch of %d states", B);
+  if (!x) return fail(err, err_size, "derivatives: no states (x is NULL)");
+  if (dv->device >= 0)
+    return cfd_gpu_deriv_batch(cfd_rollout_gpu(dv->r), B, x, u, DqDq, DqDv, DqDu, (cfd_memory)where,
+                               err, err_size);
+  if (where != CHAINFD_HOST)
+    return fail(err, err_size, "derivatives: a CPU context takes host arrays");
+  size_t nn = (size_t)n * n, nnu = (size_t)n * nu;
+  for (int b = 0; b < B; b++) {
+    const double* xb = x + (size_t)b * 2 * n;
+    for (int k = 0; k < 2 * n; k++)
+      if (!isfinite(xb[k])) return fail(err, err_size, "derivatives: instance %d: x[%d] is not finite", b, k);
+    for (int a = 0; u && a < nu; a++)
+      if (!isfinite(u[(size_t)b * nu + a]))
+        return fail(err, err_size, "derivatives: instance %d: u[%d] is not finite", b, a);
+    if (at_limit(dv, xb) >= 0)
+      return fail(err, err_size, "derivatives: instance %d: a joint at its limit (an active "
+                  "constraint row: the derivatives of the constrained step are not done yet)", b);
+    memcpy(dv->x, xb, sizeof(double) * 2 * n);
+    if (solve(dv, u ? u + (size_t)b * nu : NULL, 0, NULL, DqDq ? DqDq + b * nn : NULL,
+              DqDv ? DqDv + b * nn : NULL, DqDu ? DqDu + b * nnu : NULL, err, err_size))
+      return fail(err, err_size, "derivatives: instance %d: the joint-space system is singular", b);
+  }
+  return 0;
 }

@@ -163,6 +163,7 @@ static int check_model(const mjModel* m, char* err, int size) {
 
 const cfd_chain* cfd_rollout_chain(const chainfd_rollout* r) { return &r->chain; }
 const cfd_rollout_params* cfd_rollout_params_of(const chainfd_rollout* r) { return &r->params; }
+cfd_gpu_rollout* cfd_rollout_gpu(const chainfd_rollout* r) { return r->ngpu ? r->gpu[0] : NULL; }
 
 void chainfd_rollout_free(chainfd_rollout* r) {
   if (!r) return;

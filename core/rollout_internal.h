@@ -15,5 +15,7 @@ long cfd_rollout_scan_steps(const chainfd_rollout* r);
 struct cfd_rollout_params;
 const cfd_chain* cfd_rollout_chain(const chainfd_rollout* r);
 const struct cfd_rollout_params* cfd_rollout_params_of(const chainfd_rollout* r);
+// r's GPU context on its device (NULL for a CPU rollout; the first of several)
+cfd_gpu_rollout* cfd_rollout_gpu(const chainfd_rollout* r);
 
 #endif  // CHAINFD_ROLLOUT_INTERNAL_H

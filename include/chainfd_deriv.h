@@ -1,9 +1,10 @@
 // chainfd_deriv.h: analytical derivatives of MuJoCo's forward dynamics and of its step.
 //
 //   chainfd_deriv* dv;
-//   chainfd_deriv_create(m, &dv, err, sizeof err);
+//   chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err);             // or a CUDA device
 //   chainfd_deriv_qacc(dv, m, d, qacc, DqDq, DqDv, DqDu, err, sizeof err);      // d qacc / d(q, qvel, ctrl)
 //   chainfd_transition_derivatives(dv, m, d, A, B, err, sizeof err);           // as mjd_transitionFD
+//   chainfd_deriv_batch(dv, B, x, u, DqDq, DqDv, DqDu, CHAINFD_DEVICE, err, sizeof err);
 //   chainfd_deriv_free(dv);
 //
 // Exact derivatives (no differencing step) from the derivatives of inverse dynamics and M^-1:
@@ -28,6 +29,7 @@
 #include <mujoco/mujoco.h>
 
 #include "chainfd.h"
+#include "chainfd_rollout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,8 +37,10 @@ extern "C" {
 
 typedef struct chainfd_deriv chainfd_deriv;
 
-// 0, or 1 with a message naming what is refused.
-CHAINFD_API int chainfd_deriv_create(const mjModel* m, chainfd_deriv** out, char* err, int err_size);
+// device: where chainfd_deriv_batch runs, CHAINFD_CPU or a CUDA device index (the one-state calls
+// run on the CPU either way). 0, or 1 with a message naming what is refused.
+CHAINFD_API int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char* err,
+                                     int err_size);
 CHAINFD_API void chainfd_deriv_free(chainfd_deriv* dv);
 
 // At d's qpos, qvel and ctrl: qacc (nv) and its derivatives. 0, or 1 with a message (a non-finite
@@ -49,6 +53,15 @@ CHAINFD_API int chainfd_deriv_qacc(chainfd_deriv* dv, const mjModel* m, const mj
 // controls: x' = A x + B u to first order.
 CHAINFD_API int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mjData* d,
                                                double* A, double* B, char* err, int err_size);
+
+// B states at once: x [B][2 nv] in chainfd_rollout.h's state layout (MuJoCo's qpos and qvel for
+// hinges and slides), u [B][nu] (NULL: zero controls); DqDq and DqDv [B][nv][nv], DqDu [B][nv][nu]
+// (any NULL), all in `where` memory (the device's: the context's device). A thread per instance on
+// a GPU (up to 16 dofs and 16 controls), or a loop on the CPU. 0, or 1 with a message naming the
+// first instance that failed (an active joint limit, a singular system).
+CHAINFD_API int chainfd_deriv_batch(chainfd_deriv* dv, int B, const double* x, const double* u,
+                                    double* DqDq, double* DqDv, double* DqDu, chainfd_memory where,
+                                    char* err, int err_size);
 
 #ifdef __cplusplus
 }

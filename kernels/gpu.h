@@ -181,6 +181,12 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
                         const double* ctrl, double* out, int final_only, cfd_memory where,
                         char* err, int err_size);
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r);
+// The forward dynamics' derivatives of B states (kernels/deriv_instance.h, a thread per instance)
+// with r's chain and parameters: x [B][2n], u [B][nu] (NULL: zero), outputs [B][n][n] (Dq, Dv)
+// and [B][n][nu] (Du), any NULL. 0, or 1 with a message (a state with an active joint limit, a
+// singular system, a CUDA error).
+int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double* u, double* Dq,
+                        double* Dv, double* Du, cfd_memory where, char* err, int err_size);
 // A rollout's tuning (cfd_gpu_tuning's rollout_* and lanes_shuffle fields; the rest go to its
 // long-chain scan context). NULL: the defaults. 0, or 1 with a message.
 int cfd_gpu_rollout_set_tuning(cfd_gpu_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size);

@@ -9,6 +9,7 @@
 
 #include "chain_gen.h"
 #include "chainfd_deriv.h"
+#include "gpu.h"
 #include "test_util.h"
 
 // qacc against mj_forward; one mj_step from x + dx, u + du against x' + A dx + B du (second order
@@ -21,7 +22,7 @@ static void against_mujoco(const char* spec, int integrator) {
   m->opt.integrator = integrator;
   int nv = m->nv, nu = m->nu, nx = 2 * nv;
   chainfd_deriv* dv;
-  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err) == 0, "%s", err);
   mjData* d = mj_makeData(m);
   mjData* e = mj_makeData(m);
   for (int i = 0; i < nv; i++) d->qpos[i] = 0.3 * sin(1.7 * i + 0.4), d->qvel[i] = 0.5 * cos(2.3 * i);
@@ -72,7 +73,7 @@ static void errors(void) {
   EXPECT(m != NULL, "%s", err);
   if (!m) return;
   chainfd_deriv* dv;
-  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "limits are taken: %s", err);
+  EXPECT(chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err) == 0, "limits are taken: %s", err);
   mjData* d = mj_makeData(m);
   double D[25];
   EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 0, "%s", err);
@@ -93,7 +94,7 @@ static void errors(void) {
   mj_deleteModel(other);
   chainfd_deriv_free(dv);
   m->opt.integrator = mjINT_RK4;
-  EXPECT(chainfd_deriv_create(m, &dv, err, sizeof err) == 0, "RK4's qacc is taken: %s", err);
+  EXPECT(chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err) == 0, "RK4's qacc is taken: %s", err);
   EXPECT(chainfd_deriv_qacc(dv, m, d, NULL, D, NULL, NULL, err, sizeof err) == 0, "%s", err);
   double A[100];
   EXPECT(chainfd_transition_derivatives(dv, m, d, A, NULL, err, sizeof err) == 1 &&
@@ -103,7 +104,64 @@ static void errors(void) {
   mj_deleteModel(m);
 }
 
-int main(void) {
+// the batch (CPU loop; GPU kernel on `device`) against one call per state, bit for bit on the
+// CPU, within 1e-12 of each block's largest entry on the GPU
+static void batch(const char* spec, int device, int B) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  int nv = m->nv, nu = m->nu;
+  chainfd_deriv *one, *dv;
+  EXPECT(chainfd_deriv_create(m, CHAINFD_CPU, &one, err, sizeof err) == 0, "%s", err);
+  EXPECT(chainfd_deriv_create(m, device, &dv, err, sizeof err) == 0, "%s", err);
+  mjData* d = mj_makeData(m);
+  size_t nn = (size_t)nv * nv, nnu = (size_t)nv * (nu ? nu : 1);
+  double* x = malloc(sizeof(double) * B * 2 * nv);
+  double* u = malloc(sizeof(double) * B * (nu ? nu : 1));
+  double* got = malloc(sizeof(double) * B * (2 * nn + nnu));
+  double* want = malloc(sizeof(double) * (2 * nn + nnu));
+  for (int k = 0; k < B * 2 * nv; k++) x[k] = 0.4 * sin(0.37 * k + 0.1);
+  for (int k = 0; k < B * nu; k++) u[k] = 0.5 * cos(0.91 * k);
+  double *gq = got, *gv = got + B * nn, *gu = got + 2 * B * nn;
+  EXPECT(chainfd_deriv_batch(dv, B, x, u, gq, gv, nu ? gu : NULL, CHAINFD_HOST, err, sizeof err) == 0, "%s", err);
+  double worst = 0;
+  for (int b = 0; b < B; b++) {
+    chainfd_rollout_set_state(m, d, x + (size_t)b * 2 * nv);
+    for (int a = 0; a < nu; a++) d->ctrl[a] = u[b * nu + a];
+    EXPECT(chainfd_deriv_qacc(one, m, d, NULL, want, want + nn, nu ? want + 2 * nn : NULL, err, sizeof err) == 0, "%s", err);
+    const double* g[3] = {gq + b * nn, gv + b * nn, gu + b * nnu};
+    size_t cnt[3] = {nn, nn, (size_t)nv * nu};
+    for (int k = 0; k < 3; k++) {
+      double e = 0, s = 0;
+      for (size_t i = 0; i < cnt[k]; i++)
+        e = cfd_worst(e, fabs(g[k][i] - want[k * nn + i])), s = fmax(s, fabs(want[k * nn + i]));
+      worst = cfd_worst(worst, e / fmax(s, 1e-300));
+    }
+  }
+  printf("%-60s batch of %d on %s against one call each: %.2e\n", spec, B,
+         device == CHAINFD_CPU ? "the CPU" : "GPU 0", worst);
+  EXPECT(device == CHAINFD_CPU ? worst == 0 : worst < 1e-12, "%s: the batch differs by %.3e", spec, worst);
+  free(x); free(u); free(got); free(want);
+  mj_deleteData(d);
+  chainfd_deriv_free(one);
+  chainfd_deriv_free(dv);
+  mj_deleteModel(m);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "--gpu")) {
+    if (cfd_gpu_device_count() == 0) {
+      printf("SKIPPED: no CUDA device\n");
+      return 77;
+    }
+    batch(CHAINFD_SCENES_DIR "/arm7.xml", 0, 1000);
+    batch("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,stiffness=0.5,"
+          "actuators=1", 0, 300);
+    batch(CHAINFD_TEST_MODELS "/clamped_affine.xml", 0, 100);
+    TEST_EXIT();
+  }
+  batch(CHAINFD_SCENES_DIR "/arm7.xml", CHAINFD_CPU, 50);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_EULER);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_IMPLICITFAST);
   against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"

@@ -168,6 +168,13 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
                                  cfd_chain* dev_jf);
 void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf);
 
+// A GPU rollout's device copies of its chain and step parameters, its device and stream, and two
+// device ints for the derivatives' status (for cuda/deriv.cu, which shares them)
+struct cfd_rollout_params;
+void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain,
+                           struct cfd_rollout_params* params, int* device, cudaStream_t* stream,
+                           int** deriv_flags);
+
 #ifdef __CUDACC__
 // A kernel's failure into the error flag (cfd_gpu_error_flag): a plain store, since the flag may
 // be host memory across the bus, where atomics need the platform's support; any failing thread's

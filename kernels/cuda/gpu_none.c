@@ -54,6 +54,10 @@ int cfd_gpu_rollout_run(cfd_gpu_rollout* r, int B, int H, const double* init, in
   return no_cuda("GPU rollout", err, err_size);
 }
 double cfd_gpu_rollout_last_kernel_ms(const cfd_gpu_rollout* r) { return 0; }
+int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double* u, double* Dq,
+                        double* Dv, double* Du, cfd_memory where, char* err, int err_size) {
+  return no_cuda("GPU derivatives", err, err_size);
+}
 int cfd_gpu_rollout_set_tuning(cfd_gpu_rollout* r, const cfd_gpu_tuning* t, char* err, int err_size) {
   return no_cuda("GPU rollout", err, err_size);
 }

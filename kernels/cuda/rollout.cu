@@ -53,6 +53,7 @@ struct cfd_gpu_rollout {
   int distinct_dofs;            // every actuator drives its own joint
   double *work, *init, *ctrl, *out;
   rollout_flags* flags;
+  int* deriv_flags;             // the derivatives' status and instance (cuda/deriv.cu)
   int* warn;                    // per instance of the last run
   int warn_capacity, last_B;
   long last_warnings;
@@ -683,6 +684,7 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cfd_gpu_chain_free(&r->chain, &r->chain_jf);
   cudaFree(r->param_block);
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
+  cudaFree(r->deriv_flags);
   cudaFree(r->warn);
   cfd_gpu_free(r->scan);  // (before the stream it borrows)
   cudaFree(r->sx); cudaFree(r->sflags); cudaFree(r->reset_x); cudaFree(r->dof_acts);
@@ -694,6 +696,15 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
 
 static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
   return bytes ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
+}
+
+void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain, cfd_rollout_params* params,
+                           int* device, cudaStream_t* stream, int** deriv_flags) {
+  *deriv_flags = r->deriv_flags;
+  *chain = r->chain;
+  *params = r->params;
+  *device = r->device;
+  *stream = r->stream;
 }
 
 int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int device,
@@ -757,6 +768,7 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   r->params.act_dof = (const int*)d;
   if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
   if (!e) e = cudaMalloc(&r->flags, sizeof(rollout_flags));
+  if (!e) e = cudaMalloc(&r->deriv_flags, 2 * sizeof(int));
   if (e) {
     fail(err, err_size, "uploading the model", e);
     cfd_gpu_rollout_free(r);
