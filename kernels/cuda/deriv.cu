@@ -92,24 +92,11 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
       return fail(err, err_size, "copying the states up", e);
     }
   }
-  // the kernel's stack frame (its local scratch) as the device's per-thread stack: a launch that
-  // needs more local memory than reserved resizes it, and the driver shrinks it again after,
-  // which costs every call a reallocation (a fixed 220 us a call on the H100 before this)
-  bool small = n <= 8 && nu <= 8;
-  cudaFuncAttributes fa;
-  e = small ? cudaFuncGetAttributes(&fa, deriv_kernel<8, 8>) : cudaFuncGetAttributes(&fa, deriv_kernel<16, 16>);
-  size_t limit = 0;
-  if (!e) e = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
-  if (!e && limit < fa.localSizeBytes) e = cudaDeviceSetLimit(cudaLimitStackSize, fa.localSizeBytes);
-  if (e) {
-    cudaFree(block);
-    return fail(err, err_size, "reserving the kernel's local memory", e);
-  }
   e = cudaMemsetAsync(flags, 0, sizeof(int), stream);
   if (!e) e = cudaMemsetAsync(flags + 1, 0x7f, sizeof(int), stream);  // (atomicMin from a large int)
   if (!e) {
     int threads = 128, blocks = (B + threads - 1) / threads;
-    if (small)
+    if (n <= 8 && nu <= 8)
       deriv_kernel<8, 8><<<blocks, threads, 0, stream>>>(c, p, B, dx, du_in, dq, dv, dU, flags, flags + 1);
     else
       deriv_kernel<16, 16><<<blocks, threads, 0, stream>>>(c, p, B, dx, du_in, dq, dv, dU, flags, flags + 1);
