@@ -1,0 +1,73 @@
+"""The Python bindings of chainfd's derivatives (chainfd.derivatives), against MuJoCo's
+mjd_transitionFD and against the batch of one call per state.
+
+--gpu: the batch on CUDA device 0 (exit 77, SKIPPED, where chainfd has no CUDA device)."""
+import os
+import sys
+
+import mujoco
+import numpy as np
+
+import chainfd
+from chainfd.derivatives import Derivatives, derivatives
+
+SCENES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenes")
+
+
+def main():
+    model = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "arm7.xml"))
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(3)
+    data.qpos[:] = rng.uniform(-0.5, 0.5, model.nq)
+    data.qvel[:] = rng.uniform(-1, 1, model.nv)
+    data.ctrl[:] = rng.uniform(-0.5, 0.5, model.nu)
+    device = -1
+    if len(sys.argv) > 1 and sys.argv[1] == "--gpu":
+        if chainfd.gpu_count() == 0:
+            print("SKIPPED: no CUDA device")
+            return 77
+        device = 0
+    d = Derivatives(model, device=device)
+    qacc, dq, dv, du = d.qacc(data)
+    mujoco.mj_forward(model, data)
+    assert np.abs(qacc - data.qacc).max() < 1e-10 * max(1, np.abs(data.qacc).max())
+    # the step's A and B against mjd_transitionFD (centred, eps 1e-6)
+    A, B = d.transition(data)
+    nx = 2 * model.nv
+    Am, Bm = np.empty((nx, nx)), np.empty((nx, model.nu))
+    mujoco.mjd_transitionFD(model, data, 1e-6, 1, Am, Bm, None, None)
+    ea, eb = np.abs(A - Am).max() / np.abs(Am).max(), np.abs(B - Bm).max() / np.abs(Bm).max()
+    print(f"transition against mjd_transitionFD: A {ea:.2e} B {eb:.2e}")
+    assert ea < 1e-5 and eb < 1e-5, (ea, eb)
+    # the function form gives the same
+    q2, dq2, dv2, du2 = derivatives(model, data)
+    assert np.array_equal(dq, dq2) and np.array_equal(du, du2)
+    # the batch against one call per state
+    Bn = 64
+    x = np.empty((Bn, nx))
+    u = rng.uniform(-0.5, 0.5, (Bn, model.nu))
+    want = []
+    for b in range(Bn):
+        data.qpos[:] = rng.uniform(-0.5, 0.5, model.nq)
+        data.qvel[:] = rng.uniform(-1, 1, model.nv)
+        data.ctrl[:] = u[b]
+        x[b] = np.concatenate([data.qpos, data.qvel])
+        want.append(d.qacc(data)[1:])
+    bq, bv, bu = d.batch(x, u)
+    err = max(np.abs(bq[b] - want[b][0]).max() / np.abs(want[b][0]).max() for b in range(Bn))
+    err = max(err, max(np.abs(bv[b] - want[b][1]).max() / np.abs(want[b][1]).max() for b in range(Bn)))
+    print(f"batch of {Bn} on {'GPU 0' if device >= 0 else 'the CPU'} against one call each: {err:.2e}")
+    assert err < 1e-12, err
+    # refusals name the element
+    bad = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "humanoid_tree.xml"))
+    try:
+        Derivatives(bad)
+        raise AssertionError("a free joint was taken")
+    except chainfd.ChainfdError as e:
+        assert "ball or free joint" in str(e), e
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
