@@ -447,6 +447,9 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
   mjs_setString(spec->modelname, "chain");
   // inertials are written explicitly below; geoms are only visuals
   spec->compiler.inertiafromgeom = mjINERTIAFROMGEOM_FALSE;
+  // angles in radians: a hinge's range (limit=R) and springref as written (mjSpec's default
+  // compiler reads them in degrees)
+  spec->compiler.degree = 0;
   if (!g->gravity) spec->option.gravity[0] = spec->option.gravity[1] = spec->option.gravity[2] = 0;
   if (g->timestep > 0) spec->option.timestep = g->timestep;
   if (g->floor > 0) {  // the floor takes contacts (conaffinity), the links make them (contype)
