@@ -70,7 +70,8 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   if (rows_refused(m, err, err_size)) return 1;
   chainfd_deriv* dv = calloc(1, sizeof(*dv));
   if (!dv) return fail(err, err_size, "derivatives: out of memory");
-  // the rollouts take Euler and implicitfast; an RK4 model's qacc is the same as Euler's
+  // the rollouts take Euler and implicitfast; an RK4 model's qacc is the same as Euler's (its
+  // transition: rk4_transition)
   mjModel* euler = NULL;
   dv->rk4 = m->opt.integrator == mjINT_RK4;
   if (dv->rk4) {
@@ -180,12 +181,60 @@ int chainfd_deriv_qacc(chainfd_deriv* dv, const mjModel* m, const mjData* d, dou
 // One step of semi-implicit Euler (mj_Euler, mj_implicitSkip with a diagonal qDeriv): with the
 // step's acceleration a (the joint diagonal D in its system), v' = v + h a and q' = q + h v', so
 //   A = [[I + h^2 a_q, h I + h^2 a_v], [h a_q, I + h a_v]],   B = [[h^2 a_u], [h a_u]]
+// RK4 (mj_RungeKutta's four stages, its tableau; each stage's qacc without an integrator's
+// diagonal): X_0 = x, X_k = x + h c_k F_{k-1} (c = 1/2, 1/2, 1), F_k = (v_k, a(X_k)),
+// x' = x + h/6 (F_0 + 2 F_1 + 2 F_2 + F_3), differentiated stage by stage in (x, u):
+//   dF_k = [[0, I], [a_q, a_v]] dX_k + [0; a_u] du,   dX_k = [I 0] + h c_k dF_{k-1}
+static int rk4_transition(chainfd_deriv* dv, const double* u, double* A, double* B, char* err,
+                          int err_size) {
+  int n = dv->n, nu = dv->nu, nx = 2 * n, cols = nx + nu, st = 0;
+  double h = dv->p->h;
+  static const double c[3] = {0.5, 0.5, 1}, w[4] = {1.0 / 6, 2.0 / 6, 2.0 / 6, 1.0 / 6};
+  size_t big = (size_t)nx * cols;
+  double* buf = calloc(3 * big + 4 * (size_t)nx + 2 * (size_t)n * n + (size_t)n * nu + n + 1, sizeof(double));
+  if (!buf) return fail(err, err_size, "derivatives: out of memory");
+  double *dX = buf, *dF = dX + big, *sum = dF + big, *x0 = sum + big, *X = x0 + nx, *F = X + nx;
+  double *acc = F + nx, *Dq = acc + nx, *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
+  double* qacc = Du + (size_t)n * nu;
+  memcpy(x0, dv->x, sizeof(double) * nx);
+  memcpy(X, x0, sizeof(double) * nx);
+  for (int i = 0; i < nx; i++) dX[(size_t)cols * i + i] = 1;
+  for (int k = 0; k < 4 && !st; k++) {
+    memcpy(dv->x, X, sizeof(double) * nx);
+    if (at_limit(dv, X) >= 0) {
+      st = fail(err, err_size, "derivatives: RK4 stage %d reaches a joint limit (an active "
+                "constraint row)", k);
+      break;
+    }
+    if ((st = solve(dv, u, 0, qacc, Dq, Dv, nu ? Du : NULL, err, err_size))) break;
+    for (int i = 0; i < n; i++) F[i] = X[n + i], F[n + i] = qacc[i];
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < cols; j++) {
+        dF[(size_t)cols * i + j] = dX[(size_t)cols * (n + i) + j];  // d v_k
+        double a = j >= nx ? Du[(size_t)nu * i + j - nx] : 0;     // d a_k
+        for (int l = 0; l < n; l++)
+          a += Dq[(size_t)n * i + l] * dX[(size_t)cols * l + j] + Dv[(size_t)n * i + l] * dX[(size_t)cols * (n + l) + j];
+        dF[(size_t)cols * (n + i) + j] = a;
+      }
+    for (size_t e = 0; e < big; e++) sum[e] += w[k] * dF[e];
+    if (k == 3) break;
+    for (int i = 0; i < nx; i++) X[i] = x0[i] + h * c[k] * F[i];
+    for (int i = 0; i < nx; i++)
+      for (int j = 0; j < cols; j++) dX[(size_t)cols * i + j] = (i == j) + h * c[k] * dF[(size_t)cols * i + j];
+  }
+  for (int i = 0; i < nx && !st; i++) {
+    for (int j = 0; j < nx && A; j++) A[(size_t)nx * i + j] = (i == j) + h * sum[(size_t)cols * i + j];
+    for (int a = 0; a < nu && B; a++) B[(size_t)nu * i + a] = h * sum[(size_t)cols * i + nx + a];
+  }
+  memcpy(dv->x, x0, sizeof(double) * nx);
+  free(buf);
+  return st;
+}
+
 int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mjData* d,
                                    double* A, double* B, char* err, int err_size) {
-  if (dv->rk4)
-    return fail(err, err_size, "transition derivatives refused: the model integrates with RK4 "
-                "(Euler and implicitfast are taken)");
   if (load(dv, m, d, err, err_size)) return 1;
+  if (dv->rk4) return rk4_transition(dv, d->ctrl, A, B, err, err_size);
   int n = dv->n, nu = dv->nu, nx = 2 * n;
   double h = dv->p->h;
   double* Dq = malloc(sizeof(double) * ((size_t)2 * n * n + (size_t)n * nu + 1));

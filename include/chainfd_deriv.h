@@ -17,8 +17,7 @@
 // chainfd rollouts take (chainfd_rollout.h), of hinges and slides, without friction loss or
 // equalities (rows active in every state); the rest are refused at create, naming the element. A
 // state where a joint limit is active is an error naming the joint (the constrained step's
-// derivatives are not done yet). An RK4 model's qacc derivatives are taken; its transition is
-// refused.
+// derivatives are not done yet).
 //
 // Layouts (row-major): DqDq and DqDv nv x nv, DqDu nv x nu, [i][j] = d qacc_i / d x_j; A (2nv x
 // 2nv) and B (2nv x nu) are mjd_transitionFD's (x = (qpos tangent, qvel), na = 0), so code written
@@ -49,8 +48,9 @@ CHAINFD_API int chainfd_deriv_qacc(chainfd_deriv* dv, const mjModel* m, const mj
                                    double* qacc, double* DqDq, double* DqDv, double* DqDu,
                                    char* err, int err_size);
 
-// The Jacobians of one mj_step (Euler or implicitfast, as m->opt.integrator) at d's state and
-// controls: x' = A x + B u to first order.
+// The Jacobians of one mj_step (Euler, implicitfast or RK4, as m->opt.integrator; RK4's four
+// stages chained, which mjd_transitionFD does not take) at d's state and controls: x' = A x + B u
+// to first order.
 CHAINFD_API int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mjData* d,
                                                double* A, double* B, char* err, int err_size);
 

@@ -78,8 +78,8 @@ class Derivatives(_Handle):
         return qacc, dq, dv, du
 
     def transition(self, data):
-        """A (2 nv, 2 nv) and B (2 nv, nu) of one step at data's state and controls, in
-        mujoco.mjd_transitionFD's layout (x = (qpos tangent, qvel))."""
+        """A (2 nv, 2 nv) and B (2 nv, nu) of one step (Euler, implicitfast or RK4) at data's
+        state and controls, in mujoco.mjd_transitionFD's layout (x = (qpos tangent, qvel))."""
         nx, nu = 2 * self.nv, self.nu
         A, B = np.empty((nx, nx)), np.empty((nx, nu))
         err = ctypes.create_string_buffer(1024)
