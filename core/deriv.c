@@ -23,6 +23,7 @@ struct chainfd_deriv {
   double* x;           // 2n: the state in the chain's coordinates (rollout layout)
   double* doubles;     // the instance's scratch (deriv_instance.h)
   int* ints;
+  double* trans;       // the transitions' scratch (trans_doubles), allocated once
   cfd_deriv_scratch s;
 };
 
@@ -58,10 +59,18 @@ static int rows_refused(const mjModel* m, char* err, int size) {
   return 0;
 }
 
+// The transitions' scratch: RK4's stage Jacobians dX, dF and their sum (2n x (2n + nu) each), its
+// states (x0, X, F, qacc: 2n each), and one solve's Dq, Dv (n x n) and Du (n x nu); Euler's and
+// implicitfast's use the last three
+static size_t trans_doubles(int n, int nu) {
+  size_t nx = 2 * (size_t)n;
+  return 3 * nx * (nx + nu) + 4 * nx + 2 * (size_t)n * n + (size_t)n * nu + 1;
+}
+
 void chainfd_deriv_free(chainfd_deriv* dv) {
   if (!dv) return;
   chainfd_rollout_free(dv->r);
-  free(dv->x); free(dv->doubles); free(dv->ints);
+  free(dv->x); free(dv->doubles); free(dv->ints); free(dv->trans);
   free(dv);
 }
 
@@ -111,7 +120,8 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   dv->x = malloc(sizeof(double) * 2 * n);
   dv->doubles = malloc(sizeof(double) * cfd_deriv_doubles(n, nu));
   dv->ints = malloc(sizeof(int) * n);
-  if (!dv->x || !dv->doubles || !dv->ints) {
+  dv->trans = malloc(sizeof(double) * trans_doubles(n, nu));
+  if (!dv->x || !dv->doubles || !dv->ints || !dv->trans) {
     chainfd_deriv_free(dv);
     return fail(err, err_size, "derivatives: out of memory for %d dofs", n);
   }
@@ -191,11 +201,11 @@ static int rk4_transition(chainfd_deriv* dv, const double* u, double* A, double*
   double h = dv->p->h;
   static const double c[3] = {0.5, 0.5, 1}, w[4] = {1.0 / 6, 2.0 / 6, 2.0 / 6, 1.0 / 6};
   size_t big = (size_t)nx * cols;
-  double* buf = calloc(3 * big + 4 * (size_t)nx + 2 * (size_t)n * n + (size_t)n * nu + n + 1, sizeof(double));
-  if (!buf) return fail(err, err_size, "derivatives: out of memory");
-  double *dX = buf, *dF = dX + big, *sum = dF + big, *x0 = sum + big, *X = x0 + nx, *F = X + nx;
-  double *acc = F + nx, *Dq = acc + nx, *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
-  double* qacc = Du + (size_t)n * nu;
+  double *dX = dv->trans, *dF = dX + big, *sum = dF + big, *x0 = sum + big, *X = x0 + nx;
+  double *F = X + nx, *qacc = F + nx, *Dq = qacc + nx, *Dv = Dq + (size_t)n * n;
+  double* Du = Dv + (size_t)n * n;
+  memset(dX, 0, sizeof(double) * big);
+  memset(sum, 0, sizeof(double) * big);
   memcpy(x0, dv->x, sizeof(double) * nx);
   memcpy(X, x0, sizeof(double) * nx);
   for (int i = 0; i < nx; i++) dX[(size_t)cols * i + i] = 1;
@@ -227,7 +237,6 @@ static int rk4_transition(chainfd_deriv* dv, const double* u, double* A, double*
     for (int a = 0; a < nu && B; a++) B[(size_t)nu * i + a] = h * sum[(size_t)cols * i + nx + a];
   }
   memcpy(dv->x, x0, sizeof(double) * nx);
-  free(buf);
   return st;
 }
 
@@ -237,9 +246,7 @@ int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mj
   if (dv->rk4) return rk4_transition(dv, d->ctrl, A, B, err, err_size);
   int n = dv->n, nu = dv->nu, nx = 2 * n;
   double h = dv->p->h;
-  double* Dq = malloc(sizeof(double) * ((size_t)2 * n * n + (size_t)n * nu + 1));
-  if (!Dq) return fail(err, err_size, "derivatives: out of memory");
-  double *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
+  double *Dq = dv->trans, *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
   int st = solve(dv, d->ctrl, 1, NULL, Dq, Dv, Du, err, err_size);
   for (int i = 0; i < n && !st; i++) {
     for (int j = 0; j < n && A; j++) {
@@ -255,7 +262,6 @@ int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mj
       B[(size_t)nu * (n + i) + a] = h * au;
     }
   }
-  free(Dq);
   return st;
 }
 

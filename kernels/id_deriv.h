@@ -25,8 +25,8 @@
 // (F_j: the subtree's wrench.) So each entry is one or two six-vector products: the O(n^2) of
 // the two n x n blocks has the constant of a dot product, and the O(n) part one 6x6 product per
 // link. (The derivation, step by step: docs/DESIGN.md 4.18. Paper 003's Algorithm 2 propagates
-// the same derivatives a column at a time; a tangent pass per direction, as first written, took
-// 15 us for the 7-dof arm where this takes a fraction: bench/results/LOG.md.)
+// the same derivatives a column at a time, as a tangent pass per direction did here first;
+// the comparison: bench/results/LOG.md.)
 #ifndef CHAINFD_ID_DERIV_H
 #define CHAINFD_ID_DERIV_H
 
