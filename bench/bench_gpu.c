@@ -36,9 +36,11 @@
 #include "chainfd_rollout.h"
 #include "chainfd_deriv.h"
 #include "abia_variants.h"
+#include "deriv_variants.h"
 #include "rollout_internal.h"
 #include "mj_chain.h"
 #include "mj_random.h"
+#include "pool.h"
 
 #define NEED(p) cfd_need("chainfd-bench-gpu", (p))
 
@@ -609,8 +611,11 @@ static void derivatives(const char* spec, int maxB) {
     return;
   }
   int n = m->nv, nu = m->nu;
+  chainfd_rollout* vr = NULL;  // the dropped thread-per-instance kernel's model (bench/variants)
+  if (n <= 16 && nu <= 16 && chainfd_rollout_create(m, 0, &vr, err, sizeof err)) vr = NULL;
   printf("\n== derivatives d qacc/d(q, qvel) of B states: %s (n = %d), double, medians of 7 ==\n", spec, n);
-  printf("%7s %12s %14s %14s %14s\n", "B", "GPU us", "GPU grad/s", "+ d ctrl us", "CPU 1 core us");
+  printf("%7s %12s %14s %14s %14s %16s\n", "B", "GPU us", "GPU grad/s", "+ d ctrl us", "CPU 1 core us",
+         "thread kernel us");
   mjData* d = mj_makeData(m);
   cfd_rng rng = {5};
   for (int B = 16; B <= maxB; B *= 4) {
@@ -632,14 +637,16 @@ static void derivatives(const char* spec, int maxB) {
     cudaMalloc((void**)&dctl, sizeof(double) * (size_t)B * n * (nu ? nu : 1));
     cudaMemcpy(dx, x, sizeof(double) * (size_t)B * 2 * n, cudaMemcpyHostToDevice);
     cudaMemcpy(du, u, sizeof(double) * (size_t)B * nu, cudaMemcpyHostToDevice);
-    double t[3], reps[7];
-    for (int what = 0; what < 3; what++) {
+    double t[4] = {0, 0, 0, 0}, reps[7];
+    for (int what = 0; what < 4; what++) {
+      if (what == 3 && !vr) break;
       double* hq = what == 2 ? NEED(malloc(sizeof(double) * nn)) : NULL;
       double* hv = what == 2 ? NEED(malloc(sizeof(double) * nn)) : NULL;
       int R = what == 2 ? (B > 4096 ? 1 : 7) : 7;
       for (int r = -1; r < R; r++) {
         double a = now();
-        int st = what == 2 ? chainfd_deriv_batch(cpu, B, x, u, hq, hv, NULL, CHAINFD_HOST, err, sizeof err)
+        int st = what == 3 ? cfd_variant_deriv_thread(cfd_rollout_gpu(vr), B, dx, du, dq, dv, NULL, err, sizeof err)
+               : what == 2 ? chainfd_deriv_batch(cpu, B, x, u, hq, hv, NULL, CHAINFD_HOST, err, sizeof err)
                : chainfd_deriv_batch(gpu, B, dx, du, dq, dv, what ? dctl : NULL, CHAINFD_DEVICE, err, sizeof err);
         if (st) { fprintf(stderr, "%s\n", err); break; }
         if (r >= 0) reps[r] = now() - a;
@@ -647,7 +654,8 @@ static void derivatives(const char* spec, int maxB) {
       t[what] = cfd_median(reps, R) * 1e6;
       free(hq); free(hv);
     }
-    printf("%7d %12.1f %14.3g %14.1f %14.1f\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2]);
+    printf("%7d %12.1f %14.3g %14.1f %14.1f %16.1f\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2], t[3]);
+    if (vr) emit("deriv", spec, n, B, "cuda.deriv.thread(variant)", t[3], 0, 0);
     emit("deriv", spec, n, B, "cuda.deriv.qv", t[0], 0, 0);
     emit("deriv", spec, n, B, "cuda.deriv.qvu", t[1], 0, 0);
     emit("deriv", spec, n, B, "cpu.deriv.qv.1core", t[2], 0, 0);
@@ -656,7 +664,93 @@ static void derivatives(const char* spec, int maxB) {
     free(x); free(u);
   }
   mj_deleteData(d);
+  chainfd_rollout_free(vr);
   chainfd_deriv_free(cpu);
+  chainfd_deriv_free(gpu);
+  mj_deleteModel(m);
+}
+
+// ---- paper 003's experiment: the end-to-end latency of N derivative evaluations from host arrays,
+// the GPU (copies both ways included) against the CPU on one core and on every core ------------
+typedef struct {
+  chainfd_deriv** dv;  // a CPU context per thread
+  int N, n;
+  const double *x, *u;
+  double *Dq, *Dv;
+  int nu, failed;
+} lat_job;
+
+static void lat_worker(void* arg, int t, int T) {
+  lat_job* j = arg;
+  int lo = (int)((long)j->N * t / T), hi = (int)((long)j->N * (t + 1) / T);
+  if (hi <= lo) return;
+  char err[256];
+  size_t nn = (size_t)j->n * j->n;
+  if (chainfd_deriv_batch(j->dv[t], hi - lo, j->x + (size_t)lo * 2 * j->n, j->u ? j->u + (size_t)lo * j->nu : NULL,
+                          j->Dq + lo * nn, j->Dv + lo * nn, NULL, CHAINFD_HOST, err, sizeof err))
+    j->failed = 1;
+}
+
+static void deriv_latency(const char* spec, int maxN) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  int n = m->nv, nu = m->nu, cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  chainfd_deriv* gpu;
+  if (chainfd_deriv_create(m, 0, &gpu, err, sizeof err)) { fprintf(stderr, "%s\n", err); return; }
+  cfd_pool* pool = cfd_pool_start(cores);
+  lat_job j = {calloc(cores, sizeof(chainfd_deriv*)), 0, n, NULL, NULL, NULL, NULL, nu, 0};
+  for (int t = 0; t < cores; t++)
+    if (chainfd_deriv_create(m, CHAINFD_CPU, &j.dv[t], err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
+  printf("\n== paper 003's experiment: N evaluations of d qacc/d(q, qvel), end to end from host arrays: "
+         "%s (n = %d), double, medians of 21 ==\n", spec, n);
+  printf("%6s %14s %14s %16s %8s\n", "N", "GPU e2e us", "CPU 1 core us", "CPU cores us", "faster");
+  mjData* d = mj_makeData(m);
+  cfd_rng rng = {11};
+  for (int N = 16; N <= maxN; N *= 2) {
+    double* x = NEED(malloc(sizeof(double) * (size_t)N * 2 * n));
+    double* u = NEED(malloc(sizeof(double) * (size_t)N * (nu ? nu : 1)));
+    double* Dq = NEED(malloc(sizeof(double) * (size_t)N * n * n));
+    double* Dv = NEED(malloc(sizeof(double) * (size_t)N * n * n));
+    for (int b = 0; b < N; b++) {
+      mj_resetData(m, d);
+      cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+      for (int i = 0; i < m->nq; i++) d->qpos[i] *= 0.3;
+      chainfd_rollout_get_state(m, d, x + (size_t)b * 2 * n);
+      for (int a = 0; a < nu; a++) u[(size_t)b * nu + a] = d->ctrl[a];
+    }
+    j.N = N, j.x = x, j.u = u, j.Dq = Dq, j.Dv = Dv;
+    double t[3], reps[21];
+    for (int what = 0; what < 3; what++) {
+      for (int r = -2; r < 21; r++) {
+        double a = now();
+        if (what == 0) {
+          if (chainfd_deriv_batch(gpu, N, x, u, Dq, Dv, NULL, CHAINFD_HOST, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            exit(1);
+          }
+        } else if (what == 1) {
+          lat_worker(&j, 0, 1);
+        } else {
+          cfd_pool_run(pool, lat_worker, &j);
+        }
+        if (r >= 0) reps[r] = now() - a;
+      }
+      t[what] = cfd_median(reps, 21) * 1e6;
+    }
+    if (j.failed) { fprintf(stderr, "deriv_latency: a CPU batch failed\n"); exit(1); }
+    printf("%6d %14.1f %14.1f %16.1f %8s\n", N, t[0], t[1], t[2], t[0] < t[2] ? "GPU" : "CPU");
+    emit("deriv_latency", spec, n, N, "cuda.deriv.e2e", t[0], 0, 0);
+    emit("deriv_latency", spec, n, N, "cpu.deriv.1core", t[1], 0, 0);
+    emit("deriv_latency", spec, n, N, "cpu.deriv.allcores", t[2], 0, 0);
+    fflush(stdout);
+    free(x); free(u); free(Dq); free(Dv);
+  }
+  printf("(CPU cores: %d threads, a persistent pool; each thread's share of N through its own context)\n", cores);
+  for (int t = 0; t < cores; t++) chainfd_deriv_free(j.dv[t]);
+  free(j.dv);
+  cfd_pool_stop(pool);
+  mj_deleteData(d);
   chainfd_deriv_free(gpu);
   mj_deleteModel(m);
 }
@@ -1247,9 +1341,11 @@ int main(int argc, char** argv) {
     rollout_model_rows(CHAINFD_TESTS_DIR "/constraints/arm_gripper_equality.xml", maxB);
   }
   if (!only || !strcmp(only, "deriv")) {
+    deriv_latency(arm, 1024);
     derivatives(arm, maxB);
     derivatives("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                 "stiffness=0.5,actuators=1", maxB);
+    derivatives("chain:30,random=1,seed=3,branch=0.3,damping=0.1,armature=0.01,actuators=1", maxB);
   }
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",

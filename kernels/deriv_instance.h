@@ -107,6 +107,22 @@ CFD_HD void cfd_deriv_chol_solve_rows(const double* L, int n, double* X, int fir
   }
 }
 
+// L L^T x = b in place for column `col` of X (leading dimension ld), the pivots' reciprocals in
+// inv: the operations of cfd_deriv_chol_solve_rows on that column, in its order (a GPU lane's)
+CFD_HD void cfd_deriv_chol_solve_col(const double* L, const double* inv, int n, double* X, int col,
+                                     int ld) {
+  for (int i = 0; i < n; i++) {
+    double xi = X[(long)ld * i + col];
+    for (int k = 0; k < i; k++) xi -= L[n * i + k] * X[(long)ld * k + col];
+    X[(long)ld * i + col] = xi * inv[i];
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    double xi = X[(long)ld * i + col];
+    for (int k = i + 1; k < n; k++) xi -= L[n * k + i] * X[(long)ld * k + col];
+    X[(long)ld * i + col] = xi * inv[i];
+  }
+}
+
 // qacc and its derivatives for the applied forces in s (cfd_deriv_applied) at velocity v: into
 // s->qacc and s->X's columns [0, n) (d/dq, with want_q), [n, 2n) (d/dqd, want_v), [2n, 2n + nu)
 // (d/du, want_u). Returns 0, or 1 when M + diag has no Cholesky factor.

@@ -59,31 +59,115 @@ CFD_HD void cfd_idd_world_inertia(const double J[36], const double R[9], const d
   cfd_spatial_inertia(m, cw, Icw, out);
 }
 
+// The stages below are written per link (or per entry) with the recursions' dependent sums apart,
+// so that the CPU runs each as a loop and a GPU warp spreads the links over its lanes: the per-link
+// work in parallel, the sums along the tree (parent[i] < i) per component.
+
+// Link i's pose in its parent's frame (the world's for a root) into its R and p
+CFD_HD void cfd_idd_local_pose(const cfd_chain* c, int i, const double* q, double* w) {
+  double* L = w + CFD_IDD_LINK * i;
+  cfd_link_pose(c, i, q, 1, L + CFD_IDD_R, L + CFD_IDD_P);
+}
+
+// Link i's pose in the world from its local pose and its parent's world pose (in tree order)
+CFD_HD void cfd_idd_compose(const cfd_chain* c, int i, double* w) {
+  int par = c->parent[i];
+  if (par < 0) return;
+  double* L = w + CFD_IDD_LINK * i;
+  const double* P = w + CFD_IDD_LINK * par;
+  double Rl[9], pl[3];
+  for (int k = 0; k < 9; k++) Rl[k] = L[CFD_IDD_R + k];
+  for (int k = 0; k < 3; k++) pl[k] = L[CFD_IDD_P + k];
+  cfd_se3_mul(P + CFD_IDD_R, P + CFD_IDD_P, Rl, pl, L + CFD_IDD_R, L + CFD_IDD_P);
+}
+
+// Link i's S = Ad_T s = [R w; p x R w + R v] and world inertia from its world pose, and its own
+// velocity term S qd_i into V (the parents' added by cfd_idd_tree_sum)
+CFD_HD void cfd_idd_link_world(const cfd_chain* c, int i, const double* qd, double* w) {
+  double* L = w + CFD_IDD_LINK * i;
+  const double* R = L + CFD_IDD_R;
+  const double* p = L + CFD_IDD_P;
+  const double* s = c->screw + 6 * i;
+  double* S = L + CFD_IDD_S;
+  double t[3];
+  cfd_rot(R, s, S);
+  cfd_rot(R, s + 3, S + 3);
+  cfd_cross(p, S, t);
+  S[3] += t[0]; S[4] += t[1]; S[5] += t[2];
+  cfd_idd_world_inertia(c->inertia + 36 * i, R, p, L + CFD_IDD_I);
+  for (int k = 0; k < 6; k++) L[CFD_IDD_V + k] = S[k] * qd[i];
+}
+
+// Components [k0, k1) of a per-link six-vector at `off` summed down the tree from the roots:
+// x_i += x_parent, a root's += root (NULL: 0). In tree order, so each link adds its parent's
+// finished sum. (The CPU takes all six at once, a GPU lane one.)
+CFD_HD void cfd_idd_tree_sum(const cfd_chain* c, double* w, int off, int k0, int k1,
+                             const double* root) {
+  for (int i = 0; i < c->n; i++) {
+    int par = c->parent[i];
+    double* x = w + CFD_IDD_LINK * i + off;
+    if (par >= 0)
+      for (int k = k0; k < k1; k++) x[k] += w[CFD_IDD_LINK * par + off + k];
+    else if (root)
+      for (int k = k0; k < k1; k++) x[k] += root[k];
+  }
+}
+
+// Components [k0, k1) of a per-link field at `off` (stride `stride`) summed up the tree to the
+// roots: x_parent += x_i, in reverse order, so each link passes on its finished subtree sum
+CFD_HD void cfd_idd_subtree_sum(const cfd_chain* c, double* x, int stride, int off, int k0, int k1) {
+  for (int i = c->n - 1; i >= 0; i--) {
+    int par = c->parent[i];
+    if (par >= 0)
+      for (int k = k0; k < k1; k++) x[stride * par + off + k] += x[stride * i + off + k];
+  }
+}
+
+// Link i's I V (after V's tree sum)
+CFD_HD void cfd_idd_link_momentum(int i, double* w) {
+  double* L = w + CFD_IDD_LINK * i;
+  cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_V, L + CFD_IDD_IV);
+}
+
+// Link i's own acceleration term S qdd_i + ad_V S qd_i into A (qdd NULL: zero; the parents' are
+// added by cfd_idd_tree_sum from the world's [0; -g])
+CFD_HD void cfd_idd_link_acc(int i, const double* qd, const double* qdd, double* w) {
+  double* L = w + CFD_IDD_LINK * i;
+  const double* S = L + CFD_IDD_S;
+  double c6[6], qdd_i = qdd ? qdd[i] : 0;
+  cfd_ad(L + CFD_IDD_V, S, c6);
+  for (int k = 0; k < 6; k++) L[CFD_IDD_A + k] = S[k] * qdd_i + c6[k] * qd[i];
+}
+
+// Link i's own wrench I A + V x* (I V) into F (after A's tree sum; the subtree's by
+// cfd_idd_subtree_sum)
+CFD_HD void cfd_idd_link_wrench(int i, double* w) {
+  double* L = w + CFD_IDD_LINK * i;
+  double IA[6], g[6];
+  cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_A, IA);
+  cfd_neg_adstar(L + CFD_IDD_V, L + CFD_IDD_IV, g);
+  for (int k = 0; k < 6; k++) L[CFD_IDD_F + k] = IA[k] + g[k];
+}
+
+// The world's acceleration: [0; -g]
+CFD_HD void cfd_idd_a0(const cfd_chain* c, double a0[6]) {
+  a0[0] = a0[1] = a0[2] = 0;
+  for (int k = 0; k < 3; k++) a0[3 + k] = -c->gravity[k];
+}
+
 // The accelerations and wrenches of w (its S, I, V and I V set by cfd_idd_forward) at qdd (NULL:
 // zero), and tau (may be NULL)
 CFD_HD void cfd_idd_accel(const cfd_chain* c, const double* qd, const double* qdd, double* w,
                           double* tau) {
   int n = c->n;
-  const double a0[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
-  for (int i = 0; i < n; i++) {
-    double* L = w + CFD_IDD_LINK * i;
-    int par = c->parent[i];
-    const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
-    const double* S = L + CFD_IDD_S;
-    double c6[6], IA[6], g[6], qdd_i = qdd ? qdd[i] : 0;
-    cfd_ad(L + CFD_IDD_V, S, c6);
-    for (int k = 0; k < 6; k++) L[CFD_IDD_A + k] = Ap[k] + S[k] * qdd_i + c6[k] * qd[i];
-    cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_A, IA);
-    cfd_neg_adstar(L + CFD_IDD_V, L + CFD_IDD_IV, g);
-    for (int k = 0; k < 6; k++) L[CFD_IDD_F + k] = IA[k] + g[k];
-  }
-  for (int i = n - 1; i >= 0; i--) {
-    double* L = w + CFD_IDD_LINK * i;
-    if (tau) tau[i] = cfd_dot6(L + CFD_IDD_S, L + CFD_IDD_F);
-    int par = c->parent[i];
-    if (par >= 0)
-      for (int k = 0; k < 6; k++) w[CFD_IDD_LINK * par + CFD_IDD_F + k] += L[CFD_IDD_F + k];
-  }
+  double a0[6];
+  cfd_idd_a0(c, a0);
+  for (int i = 0; i < n; i++) cfd_idd_link_acc(i, qd, qdd, w);
+  cfd_idd_tree_sum(c, w, CFD_IDD_A, 0, 6, a0);
+  for (int i = 0; i < n; i++) cfd_idd_link_wrench(i, w);
+  cfd_idd_subtree_sum(c, w, CFD_IDD_LINK, CFD_IDD_F, 0, 6);
+  for (int i = 0; tau && i < n; i++)
+    tau[i] = cfd_dot6(w + CFD_IDD_LINK * i + CFD_IDD_S, w + CFD_IDD_LINK * i + CFD_IDD_F);
 }
 
 // World-frame kinematics and inverse dynamics at (q, qd, qdd) into w (n x CFD_IDD_LINK); tau
@@ -92,88 +176,127 @@ CFD_HD void cfd_idd_forward(const cfd_chain* c, const double* q, const double* q
                             double* w, double* tau) {
   int n = c->n;
   for (int i = 0; i < n; i++) {
-    double* L = w + CFD_IDD_LINK * i;
-    int par = c->parent[i];
-    double Rl[9], pl[3];
-    cfd_link_pose(c, i, q, 1, Rl, pl);
-    if (par < 0) {
-      for (int k = 0; k < 9; k++) L[CFD_IDD_R + k] = Rl[k];
-      for (int k = 0; k < 3; k++) L[CFD_IDD_P + k] = pl[k];
-    } else {
-      const double* P = w + CFD_IDD_LINK * par;
-      cfd_se3_mul(P + CFD_IDD_R, P + CFD_IDD_P, Rl, pl, L + CFD_IDD_R, L + CFD_IDD_P);
-    }
-    const double* R = L + CFD_IDD_R;
-    const double* p = L + CFD_IDD_P;
-    const double* s = c->screw + 6 * i;
-    double* S = L + CFD_IDD_S;  // Ad_T s = [R w; p x R w + R v]
-    double t[3];
-    cfd_rot(R, s, S);
-    cfd_rot(R, s + 3, S + 3);
-    cfd_cross(p, S, t);
-    S[3] += t[0]; S[4] += t[1]; S[5] += t[2];
-    cfd_idd_world_inertia(c->inertia + 36 * i, R, p, L + CFD_IDD_I);
-    const double* Vp = par < 0 ? NULL : w + CFD_IDD_LINK * par + CFD_IDD_V;
-    for (int k = 0; k < 6; k++) L[CFD_IDD_V + k] = (Vp ? Vp[k] : 0) + S[k] * qd[i];
-    cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_V, L + CFD_IDD_IV);
+    cfd_idd_local_pose(c, i, q, w);
+    cfd_idd_compose(c, i, w);
   }
+  for (int i = 0; i < n; i++) cfd_idd_link_world(c, i, qd, w);
+  cfd_idd_tree_sum(c, w, CFD_IDD_V, 0, 6, NULL);
+  for (int i = 0; i < n; i++) cfd_idd_link_momentum(i, w);
   cfd_idd_accel(c, qd, qdd, w, tau);
 }
 
-// Per-link subtree sums (cfd_idd_composites): Ic (6x6), h, B (6x6), P, Q
+// Per-link subtree sums (cfd_idd_composites): Ic (6x6), h, B (6x6), P, Q; the first
+// CFD_IDD_PV are summed over the subtree
 enum { CFD_IDD_IC = 0, CFD_IDD_H = 36, CFD_IDD_B = 42, CFD_IDD_PV = 78, CFD_IDD_QV = 84,
        CFD_IDD_COMP = 90 };
+
+// Link i's own terms of the sums: I, I V and I ad_V - V x* I
+CFD_HD void cfd_idd_comp_link(int i, const double* w, double* cw) {
+  const double* L = w + CFD_IDD_LINK * i;
+  double* C = cw + CFD_IDD_COMP * i;
+  const double *I = L + CFD_IDD_I, *V = L + CFD_IDD_V;
+  for (int k = 0; k < 36; k++) C[CFD_IDD_IC + k] = I[k];
+  for (int k = 0; k < 6; k++) C[CFD_IDD_H + k] = L[CFD_IDD_IV + k];
+  // I ad_V - V x* I = X + X^T with X = I ad_V (V x* = -ad_V^T, I symmetric): X's columns are I
+  // times ad_V's, [w x e_k; v x e_k] (k < 3) and [0; w x e_k]
+  double X[36];
+  const double *w3 = V, *v3 = V + 3;
+  for (int k = 0; k < 3; k++) {
+    int k1 = (k + 1) % 3, k2 = (k + 2) % 3;  // e_k x: a x e_k = a[k2] e_k1 - a[k1] e_k2
+    for (int r = 0; r < 6; r++) {
+      const double* Ir = I + 6 * r;
+      X[6 * r + k] = Ir[k1] * w3[k2] - Ir[k2] * w3[k1] + Ir[3 + k1] * v3[k2] - Ir[3 + k2] * v3[k1];
+      X[6 * r + 3 + k] = Ir[3 + k1] * w3[k2] - Ir[3 + k2] * w3[k1];
+    }
+  }
+  for (int r = 0; r < 6; r++)
+    for (int k = 0; k < 6; k++) C[CFD_IDD_B + 6 * r + k] = X[6 * r + k] + X[6 * k + r];
+}
+
+// Link i's P = Ic S and Q = B^T S + S x* h (B is symmetric), after the subtree sums
+CFD_HD void cfd_idd_comp_pq(int i, const double* w, double* cw) {
+  double* C = cw + CFD_IDD_COMP * i;
+  const double* S = w + CFD_IDD_LINK * i + CFD_IDD_S;
+  double t[6];
+  cfd_mat6_vec(C + CFD_IDD_IC, S, C + CFD_IDD_PV);
+  cfd_mat6_vec(C + CFD_IDD_B, S, C + CFD_IDD_QV);
+  cfd_neg_adstar(S, C + CFD_IDD_H, t);
+  for (int k = 0; k < 6; k++) C[CFD_IDD_QV + k] += t[k];
+}
 
 // The subtree sums of w (cfd_idd_forward's, at the acceleration the derivatives are taken at)
 // into cw (n x CFD_IDD_COMP)
 CFD_HD void cfd_idd_composites(const cfd_chain* c, const double* w, double* cw) {
   int n = c->n;
-  for (int i = 0; i < n; i++) {
-    const double* L = w + CFD_IDD_LINK * i;
-    double* C = cw + CFD_IDD_COMP * i;
-    const double *I = L + CFD_IDD_I, *V = L + CFD_IDD_V;
-    for (int k = 0; k < 36; k++) C[CFD_IDD_IC + k] = I[k];
-    for (int k = 0; k < 6; k++) C[CFD_IDD_H + k] = L[CFD_IDD_IV + k];
-    // I ad_V - V x* I = X + X^T with X = I ad_V (V x* = -ad_V^T, I symmetric): X's columns
-    // are I times ad_V's, [w x e_k; v x e_k] (k < 3) and [0; w x e_k]
-    double X[36];
-    const double *w3 = V, *v3 = V + 3;
-    for (int k = 0; k < 3; k++) {
-      int k1 = (k + 1) % 3, k2 = (k + 2) % 3;  // e_k x: a x e_k = a[k2] e_k1 - a[k1] e_k2
-      for (int r = 0; r < 6; r++) {
-        const double* Ir = I + 6 * r;
-        X[6 * r + k] = Ir[k1] * w3[k2] - Ir[k2] * w3[k1] + Ir[3 + k1] * v3[k2] - Ir[3 + k2] * v3[k1];
-        X[6 * r + 3 + k] = Ir[3 + k1] * w3[k2] - Ir[3 + k2] * w3[k1];
-      }
-    }
-    for (int r = 0; r < 6; r++)
-      for (int k = 0; k < 6; k++) C[CFD_IDD_B + 6 * r + k] = X[6 * r + k] + X[6 * k + r];
-  }
-  for (int i = n - 1; i >= 0; i--) {
-    double* C = cw + CFD_IDD_COMP * i;
-    const double* S = w + CFD_IDD_LINK * i + CFD_IDD_S;
-    double t[6];
-    cfd_mat6_vec(C + CFD_IDD_IC, S, C + CFD_IDD_PV);
-    cfd_mat6_vec(C + CFD_IDD_B, S, C + CFD_IDD_QV);  // (B is symmetric)
-    cfd_neg_adstar(S, C + CFD_IDD_H, t);
-    for (int k = 0; k < 6; k++) C[CFD_IDD_QV + k] += t[k];
-    int par = c->parent[i];
-    if (par >= 0)
-      for (int k = 0; k < CFD_IDD_PV; k++) cw[CFD_IDD_COMP * par + k] += C[k];
-  }
+  for (int i = 0; i < n; i++) cfd_idd_comp_link(i, w, cw);
+  cfd_idd_subtree_sum(c, cw, CFD_IDD_COMP, 0, 0, CFD_IDD_PV);
+  for (int i = 0; i < n; i++) cfd_idd_comp_pq(i, w, cw);
 }
 
-// The mass matrix without armature from the composites (CRB): M_ij = S_i . Ic_j S_j for i an
-// ancestor of j or j itself, into M (n x n, row-major, full)
+// M_ij = S_i . Ic_j S_j for i an ancestor of j or j itself (CRB; without armature)
+CFD_HD double cfd_idd_mass_entry(const double* w, const double* cw, int i, int j) {
+  return cfd_dot6(w + CFD_IDD_LINK * i + CFD_IDD_S, cw + CFD_IDD_COMP * j + CFD_IDD_PV);
+}
+
+// The mass matrix without armature from the composites into M (n x n, row-major, full)
 CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, const double* cw, double* M) {
   int n = c->n;
   for (int i = 0; i < n * n; i++) M[i] = 0;
-  for (int j = 0; j < n; j++) {
-    const double* Pj = cw + CFD_IDD_COMP * j + CFD_IDD_PV;
-    for (int i = j; i >= 0; i = c->parent[i]) {
-      double mij = cfd_dot6(w + CFD_IDD_LINK * i + CFD_IDD_S, Pj);
-      M[n * i + j] = M[n * j + i] = mij;
-    }
+  for (int j = 0; j < n; j++)
+    for (int i = j; i >= 0; i = c->parent[i]) M[n * i + j] = M[n * j + i] = cfd_idd_mass_entry(w, cw, i, j);
+}
+
+// Column j's six-vectors (CFD_IDD_SEED doubles), scaled: u = ad_{S_j} V_p, w = ad_{S_j} A_p -
+// ad_u V_p for the subtree's entries, and the subtree wrench's derivatives Gq, Gv for the
+// ancestors'
+enum { CFD_IDD_SU = 0, CFD_IDD_SW = 6, CFD_IDD_GQ = 12, CFD_IDD_GV = 18, CFD_IDD_SEED = 24 };
+
+CFD_HD void cfd_idd_seed(const cfd_chain* c, const double* w, const double* cw, int j, double scale,
+                         double* sd) {
+  double a0[6];
+  const double zero[6] = {0, 0, 0, 0, 0, 0};
+  cfd_idd_a0(c, a0);
+  const double* L = w + CFD_IDD_LINK * j;
+  const double* C = cw + CFD_IDD_COMP * j;
+  const double* Sj = L + CFD_IDD_S;
+  int par = c->parent[j];
+  const double* Vp = par < 0 ? zero : w + CFD_IDD_LINK * par + CFD_IDD_V;
+  const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
+  double u[6], wv[6], b[6], Gq[6], Gv[6], x[6], y[6];
+  cfd_ad(Sj, Vp, u);
+  cfd_ad(Sj, Ap, wv);
+  cfd_ad(u, Vp, b);
+  for (int k = 0; k < 6; k++) wv[k] -= b[k];
+  cfd_neg_adstar(Sj, L + CFD_IDD_F, Gq);
+  cfd_mat6_vec(C + CFD_IDD_IC, wv, x);
+  cfd_mat6_vec(C + CFD_IDD_B, u, y);
+  cfd_neg_adstar(u, C + CFD_IDD_H, b);
+  for (int k = 0; k < 6; k++) Gq[k] += -x[k] + y[k] - b[k];
+  cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
+  cfd_mat6_vec(C + CFD_IDD_IC, u, y);
+  cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
+  for (int k = 0; k < 6; k++) Gv[k] = -x[k] - 2 * y[k] + b[k];
+  for (int k = 0; k < 6; k++) {
+    sd[CFD_IDD_SU + k] = scale * u[k];
+    sd[CFD_IDD_SW + k] = scale * wv[k];
+    sd[CFD_IDD_GQ + k] = scale * Gq[k];
+    sd[CFD_IDD_GV + k] = scale * Gv[k];
+  }
+}
+
+// Entry (i, j) of scale d tau / d q (*dq) and d tau / d qd (*dv) from column j's seed sd: i in
+// j's subtree (`in_subtree`) or an ancestor of j
+CFD_HD void cfd_idd_entry(const double* w, const double* cw, const double* sd, double scale, int i,
+                          int j, int in_subtree, double* dq, double* dv) {
+  if (in_subtree) {
+    const double* Ci = cw + CFD_IDD_COMP * i;
+    *dq = cfd_dot6(Ci + CFD_IDD_QV, sd + CFD_IDD_SU) - cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SW);
+    *dv = -scale * cfd_dot6(Ci + CFD_IDD_QV, w + CFD_IDD_LINK * j + CFD_IDD_S) -
+          2 * cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SU);
+  } else {
+    const double* Si = w + CFD_IDD_LINK * i + CFD_IDD_S;
+    *dq = cfd_dot6(Si, sd + CFD_IDD_GQ);
+    *dv = cfd_dot6(Si, sd + CFD_IDD_GV);
   }
 }
 
@@ -184,42 +307,20 @@ CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, const double* cw, 
 CFD_HD void cfd_idd_jacobians(const cfd_chain* c, const double* w, const double* cw, double scale,
                               double* Dq, double* Dv, long ld, int* sub) {
   int n = c->n;
-  const double a0[6] = {0, 0, 0, -c->gravity[0], -c->gravity[1], -c->gravity[2]};
-  const double zero[6] = {0, 0, 0, 0, 0, 0};
   for (int j = 0; j < n; j++) {
-    const double* L = w + CFD_IDD_LINK * j;
-    const double* C = cw + CFD_IDD_COMP * j;
-    const double* Sj = L + CFD_IDD_S;
-    int par = c->parent[j];
-    const double* Vp = par < 0 ? zero : w + CFD_IDD_LINK * par + CFD_IDD_V;
-    const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
-    double u[6], wv[6], b[6], Gq[6], Gv[6], x[6], y[6];
-    cfd_ad(Sj, Vp, u);
-    cfd_ad(Sj, Ap, wv);
-    cfd_ad(u, Vp, b);
-    for (int k = 0; k < 6; k++) wv[k] -= b[k];
-    // the subtree's wrench derivatives, for the ancestors
-    cfd_neg_adstar(Sj, L + CFD_IDD_F, Gq);
-    cfd_mat6_vec(C + CFD_IDD_IC, wv, x);
-    cfd_mat6_vec(C + CFD_IDD_B, u, y);
-    cfd_neg_adstar(u, C + CFD_IDD_H, b);
-    for (int k = 0; k < 6; k++) Gq[k] += -x[k] + y[k] - b[k];
-    cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
-    cfd_mat6_vec(C + CFD_IDD_IC, u, y);
-    cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
-    for (int k = 0; k < 6; k++) Gv[k] = -x[k] - 2 * y[k] + b[k];
-    for (int k = 0; k < 6; k++) u[k] *= scale, wv[k] *= scale, Gq[k] *= scale, Gv[k] *= scale;
+    double sd[CFD_IDD_SEED], eq, ev;
+    cfd_idd_seed(c, w, cw, j, scale, sd);
     for (int i = j; i < n; i++) {
       sub[i] = i == j || (c->parent[i] >= j && sub[c->parent[i]]);
       if (!sub[i]) continue;
-      const double* Ci = cw + CFD_IDD_COMP * i;
-      if (Dq) Dq[ld * i + j] = cfd_dot6(Ci + CFD_IDD_QV, u) - cfd_dot6(Ci + CFD_IDD_PV, wv);
-      if (Dv) Dv[ld * i + j] = -scale * cfd_dot6(Ci + CFD_IDD_QV, Sj) - 2 * cfd_dot6(Ci + CFD_IDD_PV, u);
+      cfd_idd_entry(w, cw, sd, scale, i, j, 1, &eq, &ev);
+      if (Dq) Dq[ld * i + j] = eq;
+      if (Dv) Dv[ld * i + j] = ev;
     }
-    for (int i = par; i >= 0; i = c->parent[i]) {
-      const double* Si = w + CFD_IDD_LINK * i + CFD_IDD_S;
-      if (Dq) Dq[ld * i + j] = cfd_dot6(Si, Gq);
-      if (Dv) Dv[ld * i + j] = cfd_dot6(Si, Gv);
+    for (int i = c->parent[j]; i >= 0; i = c->parent[i]) {
+      cfd_idd_entry(w, cw, sd, scale, i, j, 0, &eq, &ev);
+      if (Dq) Dq[ld * i + j] = eq;
+      if (Dv) Dv[ld * i + j] = ev;
     }
   }
 }

@@ -145,6 +145,29 @@ static void batch(const char* spec, int device, int B) {
   mj_deleteModel(m);
 }
 
+// a GPU batch the kernel cannot take: an error naming the reason, nothing written
+static void gpu_refusal(const char* spec, const char* want) {
+  char err[1024] = "";
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  EXPECT(m != NULL, "%s: %s", spec, err);
+  if (!m) return;
+  chainfd_deriv* dv;
+  EXPECT(chainfd_deriv_create(m, 0, &dv, err, sizeof err) == 0, "%s", err);
+  int n = m->nv;
+  double* x = calloc(2 * n, sizeof(double));
+  double* q = malloc(sizeof(double) * n * n);
+  for (int k = 0; k < n * n; k++) q[k] = 7;
+  EXPECT(chainfd_deriv_batch(dv, 1, x, NULL, q, NULL, NULL, CHAINFD_HOST, err, sizeof err) == 1 &&
+         strstr(err, want), "%s: want an error with '%s', got '%s'", spec, want, err);
+  int kept = 1;
+  for (int k = 0; k < n * n; k++) kept &= q[k] == 7;
+  EXPECT(kept, "%s: the refused batch wrote its output", spec);
+  printf("%-60s GPU refusal: %s\n", spec, err);
+  free(x); free(q);
+  chainfd_deriv_free(dv);
+  mj_deleteModel(m);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "--gpu")) {
     if (cfd_gpu_device_count() == 0) {
@@ -155,6 +178,12 @@ int main(int argc, char** argv) {
     batch("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,stiffness=0.5,"
           "actuators=1", 0, 300);
     batch(CHAINFD_TEST_MODELS "/clamped_affine.xml", 0, 100);
+    // the warp kernel's edges: more columns and sums than lanes, 32 dofs (the ancestor masks'
+    // last bit), no actuators, and a batch larger than the staging so far (it grows)
+    batch("chain:30,random=1,seed=3,branch=0.3,damping=0.1,armature=0.01,actuators=1", 0, 200);
+    batch("chain:32,random=1,seed=8,damping=0.1,armature=0.01,actuators=1", 0, 64);
+    batch("chain:12,random=1,seed=4,armature=0.01", 0, 3000);
+    gpu_refusal("chain:33,random=1,seed=8,armature=0.01", "up to 32");
     TEST_EXIT();
   }
   batch(CHAINFD_SCENES_DIR "/arm7.xml", CHAINFD_CPU, 50);

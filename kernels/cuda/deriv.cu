@@ -1,54 +1,164 @@
-// The forward dynamics' derivatives of a batch of states on the GPU: a thread per instance
-// running deriv_instance.h (the CPU's code) with its scratch in local memory, sized by a template
-// bound on the dofs. A first design: paper 003's (the working set in shared memory, the
-// instance's links spread over a block's threads) is the next step (docs/DESIGN.md 4.18).
+// The forward dynamics' derivatives of a batch of states on the GPU (paper 003's layout): a warp
+// per instance, its working set (deriv_instance.h's scratch) in shared memory, the instance's
+// links, matrix entries and right-hand sides spread over the lanes. The stages are id_deriv.h's
+// per-link and per-entry functions, the CPU's; the sums along the tree run a component per lane,
+// the Cholesky factor a row per lane, the solves a column per lane, each entry's operations in
+// the CPU's order. Up to 32 dofs (an ancestor set is a 32-bit mask) and 32 controls. (The first
+// design, a thread per instance, is bench/variants/deriv_variants.cu.)
 #include <stdio.h>
 
 #include "deriv_instance.h"
 #include "gpu_internal.h"
 
-// An instance's local scratch for up to N dofs and U controls
-template <int N, int U>
-struct deriv_local {
-  double d[(CFD_IDD_LINK + CFD_IDD_COMP + 9) * N + N * N + N * (2 * N + U) + N * U + U];
-  int i[N];
-};
+#define FULL 0xffffffffu
+
+// An instance's shared memory in doubles: the scratch, the columns' seeds, x, u and the n
+// ancestor masks
+static __host__ __device__ long warp_doubles(int n, int nu) {
+  return cfd_deriv_doubles(n, nu) + (long)CFD_IDD_SEED * n + 2 * n + nu + (n + 1) / 2;
+}
+
+// The accelerations and wrenches at qdd (NULL: zero) across the warp: cfd_idd_accel's stages
+static __device__ void warp_accel(const cfd_chain* c, const double* qd, const double* qdd, double* w,
+                                  int lane) {
+  int n = c->n;
+  for (int i = lane; i < n; i += 32) cfd_idd_link_acc(i, qd, qdd, w);
+  __syncwarp();
+  if (lane < 6) {
+    double a0[6];
+    cfd_idd_a0(c, a0);
+    cfd_idd_tree_sum(c, w, CFD_IDD_A, lane, lane + 1, a0);
+  }
+  __syncwarp();
+  for (int i = lane; i < n; i += 32) cfd_idd_link_wrench(i, w);
+  __syncwarp();
+  if (lane < 6) cfd_idd_subtree_sum(c, w, CFD_IDD_LINK, CFD_IDD_F, lane, lane + 1);
+  __syncwarp();
+}
 
 // status: 0, 1 (an instance's system singular), 2 (an instance at a joint limit); the lowest such
 // instance in *which
-template <int N, int U>
 __global__ void __launch_bounds__(128)
-deriv_kernel(cfd_chain c, cfd_rollout_params p, int B, const double* __restrict__ x,
-             const double* __restrict__ u, double* Dq, double* Dv, double* Du, int* status,
-             int* which) {
-  int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= B) return;
+deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
+                  const double* __restrict__ x, const double* __restrict__ u, double* Dq, double* Dv,
+                  double* Du, int* status, int* which) {
+  extern __shared__ double smem[];
+  int lane = threadIdx.x & 31, b = blockIdx.x * per_block + (threadIdx.x >> 5);
+  if (b >= B) return;  // (the whole warp)
   int n = p.n, nu = p.nu, cols = 2 * n + nu;
-  deriv_local<N, U> L;
+  double* base = smem + (threadIdx.x >> 5) * warp_doubles(n, nu);
   cfd_deriv_scratch s;
-  cfd_deriv_scratch_at(&s, n, nu, L.d, L.i);
-  const double* xb = x + (size_t)b * 2 * n;
-  for (int i = 0; i < n && p.rows; i++) {  // a limit's row (rollout_step.h's test)
-    const double* P = p.rows + CFD_RP_COUNT * i;
-    if (P[CFD_RP_LIMITED] && (xb[i] - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - xb[i] < P[CFD_RP_MARGIN])) {
-      atomicMax(status, 2);
-      atomicMin(which, b);
-      return;
-    }
+  cfd_deriv_scratch_at(&s, n, nu, base, NULL);
+  double* seed = base + cfd_deriv_doubles(n, nu);
+  double* xs = seed + CFD_IDD_SEED * n;
+  double* us = xs + 2 * n;
+  unsigned* anc = (unsigned*)(us + nu);  // bit k of anc[i]: k is i or an ancestor of i
+  const double* v = xs + n;
+  for (int k = lane; k < 2 * n; k += 32) xs[k] = x[(size_t)b * 2 * n + k];
+  for (int k = lane; u && k < nu; k += 32) us[k] = u[(size_t)b * nu + k];
+  int limit = 0;
+  for (int i = lane; i < n; i += 32) {
+    unsigned m = 0;
+    for (int k = i; k >= 0; k = c.parent[k]) m |= 1u << k;
+    anc[i] = m;
+    const double* P = p.rows ? p.rows + CFD_RP_COUNT * i : NULL;  // a limit's row (rollout_step.h)
+    double xi = x[(size_t)b * 2 * n + i];
+    limit |= P && P[CFD_RP_LIMITED] && (xi - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - xi < P[CFD_RP_MARGIN]);
   }
-  cfd_deriv_applied(&p, xb, xb + n, u ? u + (size_t)b * nu : NULL, 0, &s);
-  if (cfd_deriv_solve(&c, &p, xb + n, Dq != NULL, Dv != NULL, Du != NULL, &s)) {
-    atomicMax(status, 1);
-    atomicMin(which, b);
+  if (__any_sync(FULL, limit)) {
+    if (lane == 0) atomicMax(status, 2), atomicMin(which, b);
     return;
   }
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < n; j++) {
-      if (Dq) Dq[((size_t)b * n + i) * n + j] = s.X[cols * i + j];
-      if (Dv) Dv[((size_t)b * n + i) * n + j] = s.X[cols * i + n + j];
-    }
-    for (int a = 0; a < nu && Du; a++) Du[((size_t)b * n + i) * nu + a] = s.X[cols * i + 2 * n + a];
+  __syncwarp();
+  if (lane == 0) cfd_deriv_applied(&p, xs, v, u ? us : NULL, 0, &s);
+  __syncwarp();
+
+  // kinematics, bias forces (ID at qdd = 0), composites, M + diag: cfd_deriv_solve's first half
+  for (int i = lane; i < n; i += 32) cfd_idd_local_pose(&c, i, s.q, s.w);
+  __syncwarp();
+  if (lane == 0)
+    for (int i = 0; i < n; i++) cfd_idd_compose(&c, i, s.w);
+  __syncwarp();
+  for (int i = lane; i < n; i += 32) cfd_idd_link_world(&c, i, v, s.w);
+  __syncwarp();
+  if (lane < 6) cfd_idd_tree_sum(&c, s.w, CFD_IDD_V, lane, lane + 1, NULL);
+  __syncwarp();
+  for (int i = lane; i < n; i += 32) cfd_idd_link_momentum(i, s.w);
+  __syncwarp();
+  warp_accel(&c, v, NULL, s.w, lane);
+  for (int i = lane; i < n; i += 32) {
+    const double* L = s.w + CFD_IDD_LINK * i;
+    s.bias[i] = cfd_dot6(L + CFD_IDD_S, L + CFD_IDD_F);
+    cfd_idd_comp_link(i, s.w, s.cw);
   }
+  __syncwarp();
+  for (int k = lane; k < CFD_IDD_PV; k += 32) cfd_idd_subtree_sum(&c, s.cw, CFD_IDD_COMP, 0, k, k + 1);
+  __syncwarp();
+  for (int i = lane; i < n; i += 32) cfd_idd_comp_pq(i, s.w, s.cw);
+  __syncwarp();
+  for (int e = lane; e < n * n; e += 32) {
+    int i = e / n, j = e % n;
+    double mij = (anc[j] >> i) & 1 ? cfd_idd_mass_entry(s.w, s.cw, i, j)
+               : (anc[i] >> j) & 1 ? cfd_idd_mass_entry(s.w, s.cw, j, i) : 0;
+    s.M[e] = mij + (i == j ? c.armature[i] + s.diag[i] : 0);
+  }
+  __syncwarp();
+
+  // Cholesky (cfd_chol_factor's operations): per column the pivot on lane 0, then a row per lane
+  for (int j = 0; j < n; j++) {
+    double d = 0;
+    if (lane == 0) {
+      d = s.M[j * n + j];
+      for (int k = 0; k < j; k++) d -= s.M[j * n + k] * s.M[j * n + k];
+      if (d > 0) d = sqrt(d), s.M[j * n + j] = d;
+    }
+    d = __shfl_sync(FULL, d, 0);
+    if (!(d > 0)) {
+      if (lane == 0) atomicMax(status, 1), atomicMin(which, b);
+      return;
+    }
+    double inv = 1 / d;
+    for (int i = j + 1 + lane; i < n; i += 32) {
+      double t = s.M[i * n + j];
+      for (int k = 0; k < j; k++) t -= s.M[i * n + k] * s.M[j * n + k];
+      s.M[i * n + j] = t * inv;
+    }
+    __syncwarp();
+  }
+  for (int i = lane; i < n; i += 32) s.inv[i] = 1 / s.M[n * i + i];
+  __syncwarp();
+  if (lane == 0) {
+    for (int i = 0; i < n; i++) s.qacc[i] = s.tau[i] - s.bias[i];
+    cfd_deriv_chol_solve_col(s.M, s.inv, n, s.qacc, 0, 1);
+  }
+  __syncwarp();
+
+  // ID's derivatives at (q, qd, qacc): the seeds a column per lane, then the entries, with the
+  // applied forces' derivatives (cfd_deriv_solve's right-hand sides)
+  warp_accel(&c, v, s.qacc, s.w, lane);
+  for (int j = lane; j < n; j += 32) cfd_idd_seed(&c, s.w, s.cw, j, -1, seed + CFD_IDD_SEED * j);
+  __syncwarp();
+  for (int e = lane; e < n * n; e += 32) {
+    int i = e / n, j = e % n, below = (anc[i] >> j) & 1, above = (anc[j] >> i) & 1;
+    double eq = 0, ev = 0;
+    if (below || above) cfd_idd_entry(s.w, s.cw, seed + CFD_IDD_SEED * j, -1, i, j, below, &eq, &ev);
+    s.X[cols * i + j] = eq + (i == j ? s.dq[j] : 0);
+    s.X[cols * i + n + j] = ev + (i == j ? s.dv[j] : 0);
+  }
+  for (int e = lane; e < n * nu; e += 32) {
+    int i = e / nu, a = e % nu;
+    s.X[cols * i + 2 * n + a] = s.du[e] - (p.act_dof[a] == i ? s.ddiag[a] * s.qacc[i] : 0);
+  }
+  __syncwarp();
+  int first = Dq ? 0 : Dv ? n : 2 * n, last = Du ? cols : Dv ? 2 * n : n;
+  for (int col = first + lane; col < last; col += 32) cfd_deriv_chol_solve_col(s.M, s.inv, n, s.X, col, cols);
+  __syncwarp();
+  for (int e = lane; e < n * n; e += 32) {
+    int i = e / n, j = e % n;
+    if (Dq) Dq[(size_t)b * n * n + e] = s.X[cols * i + j];
+    if (Dv) Dv[(size_t)b * n * n + e] = s.X[cols * i + n + j];
+  }
+  for (int e = lane; Du && e < n * nu; e += 32) Du[(size_t)b * n * nu + e] = s.X[cols * (e / nu) + 2 * n + e % nu];
 }
 
 static int fail(char* err, int size, const char* what, cudaError_t e) {
@@ -65,8 +175,8 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   int* flags;  // status, instance
   cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flags);
   int n = p.n, nu = p.nu;
-  if (n > 16 || nu > 16) {
-    snprintf(err, err_size, "GPU derivatives: %d dofs and %d controls: the GPU takes up to 16 of "
+  if (n > 32 || nu > 32) {
+    snprintf(err, err_size, "GPU derivatives: %d dofs and %d controls: the GPU takes up to 32 of "
              "each so far (the CPU takes any)", n, nu);
     return 1;
   }
@@ -74,12 +184,11 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   if (e) return fail(err, err_size, "selecting the device", e);
   size_t nx = (size_t)B * 2 * n, nuu = (size_t)B * nu, nqq = (size_t)B * n * n, nqu = (size_t)B * n * nu;
   const double *dx = x, *du_in = u;
-  double *dq = Dq, *dv = Dv, *dU = Du, *block = NULL;
-  if (where == CFD_HOST) {  // staging: one block, one copy up; the outputs come back after
+  double *dq = Dq, *dv = Dv, *dU = Du;
+  if (where == CFD_HOST) {  // staging: the context's block, one copy up; the outputs come back after
     size_t total = nx + (u ? nuu : 0) + (Dq ? nqq : 0) + (Dv ? nqq : 0) + (Du ? nqu : 0);
-    e = cudaMalloc(&block, sizeof(double) * (total ? total : 1));
-    if (e) return fail(err, err_size, "out of device memory for the batch", e);
-    double* at = block;
+    double* at = cfd_gpu_rollout_deriv_stage(r, total ? total : 1);
+    if (!at) return fail(err, err_size, "out of device memory for the batch", cudaErrorMemoryAllocation);
     dx = at, at += nx;
     if (u) du_in = at, at += nuu;
     if (Dq) dq = at, at += nqq;
@@ -87,20 +196,21 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     if (Du) dU = at, at += nqu;
     e = cudaMemcpyAsync((void*)dx, x, sizeof(double) * nx, cudaMemcpyHostToDevice, stream);
     if (!e && u) e = cudaMemcpyAsync((void*)du_in, u, sizeof(double) * nuu, cudaMemcpyHostToDevice, stream);
-    if (e) {
-      cudaFree(block);
-      return fail(err, err_size, "copying the states up", e);
-    }
+    if (e) return fail(err, err_size, "copying the states up", e);
   }
   e = cudaMemsetAsync(flags, 0, sizeof(int), stream);
   if (!e) e = cudaMemsetAsync(flags + 1, 0x7f, sizeof(int), stream);  // (atomicMin from a large int)
   if (!e) {
-    int threads = 128, blocks = (B + threads - 1) / threads;
-    if (n <= 8 && nu <= 8)
-      deriv_kernel<8, 8><<<blocks, threads, 0, stream>>>(c, p, B, dx, du_in, dq, dv, dU, flags, flags + 1);
-    else
-      deriv_kernel<16, 16><<<blocks, threads, 0, stream>>>(c, p, B, dx, du_in, dq, dv, dU, flags, flags + 1);
-    e = cudaGetLastError();
+    // warps (instances) per block: up to 4 within the default 48 KB, or one that opts in to more
+    size_t bytes = sizeof(double) * warp_doubles(n, nu);
+    int per_block = bytes > 48 * 1024 ? 1 : (int)(48 * 1024 / bytes) < 4 ? (int)(48 * 1024 / bytes) : 4;
+    if (bytes > 48 * 1024)
+      e = cudaFuncSetAttribute(deriv_warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    int blocks = (B + per_block - 1) / per_block;
+    if (!e) {
+      deriv_warp_kernel<<<blocks, 32 * per_block, bytes * per_block, stream>>>(c, p, B, per_block, dx, du_in, dq, dv, dU, flags, flags + 1);
+      e = cudaGetLastError();
+    }
   }
   int got[2] = {0, 0};
   if (!e) e = cudaMemcpyAsync(got, flags, sizeof got, cudaMemcpyDeviceToHost, stream);
@@ -110,7 +220,6 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     if (!e && Du) e = cudaMemcpyAsync(Du, dU, sizeof(double) * nqu, cudaMemcpyDeviceToHost, stream);
   }
   if (!e) e = cudaStreamSynchronize(stream);
-  cudaFree(block);
   if (e) return fail(err, err_size, "the batch", e);
   if (got[0]) {
     snprintf(err, err_size, "GPU derivatives: instance %d: %s", got[1],

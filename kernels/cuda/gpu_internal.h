@@ -174,6 +174,9 @@ struct cfd_rollout_params;
 void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain,
                            struct cfd_rollout_params* params, int* device, cudaStream_t* stream,
                            int** deriv_flags);
+// Its device block of at least `doubles` for the derivatives' staging of host arrays (grown, kept
+// for the next batch); NULL when out of memory
+double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles);
 
 #ifdef __CUDACC__
 // A kernel's failure into the error flag (cfd_gpu_error_flag): a plain store, since the flag may

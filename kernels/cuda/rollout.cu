@@ -54,6 +54,8 @@ struct cfd_gpu_rollout {
   double *work, *init, *ctrl, *out;
   rollout_flags* flags;
   int* deriv_flags;             // the derivatives' status and instance (cuda/deriv.cu)
+  double* deriv_stage;          // and their staging of host arrays, grown as batches need
+  size_t deriv_stage_doubles;
   int* warn;                    // per instance of the last run
   int warn_capacity, last_B;
   long last_warnings;
@@ -685,6 +687,7 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cudaFree(r->param_block);
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
   cudaFree(r->deriv_flags);
+  cudaFree(r->deriv_stage);
   cudaFree(r->warn);
   cfd_gpu_free(r->scan);  // (before the stream it borrows)
   cudaFree(r->sx); cudaFree(r->sflags); cudaFree(r->reset_x); cudaFree(r->dof_acts);
@@ -696,6 +699,16 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
 
 static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
   return bytes ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
+}
+
+double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles) {
+  if (doubles > r->deriv_stage_doubles) {
+    cudaFree(r->deriv_stage);
+    r->deriv_stage_doubles = 0;
+    if (cudaMalloc(&r->deriv_stage, sizeof(double) * doubles)) return r->deriv_stage = NULL;
+    r->deriv_stage_doubles = doubles;
+  }
+  return r->deriv_stage;
 }
 
 void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain, cfd_rollout_params* params,
