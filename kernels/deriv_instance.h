@@ -42,23 +42,20 @@ CFD_HD void cfd_deriv_scratch_at(cfd_deriv_scratch* s, int n, int nu, double* do
   s->sub = ints;
 }
 
-// The applied force tau at the state (x, v) (qpos and qvel in the chain's dofs) and controls u,
-// with its derivatives (diagonal dq, dv; du n x nu) and, with `step`, the step's joint diagonal
-// and its control derivative (per actuator, on its dof)
-CFD_HD void cfd_deriv_applied(const cfd_rollout_params* p, const double* x, const double* v,
-                              const double* u, int step, cfd_deriv_scratch* s) {
-  int n = p->n, nu = p->nu;
-  double h = p->h;
-  for (int i = 0; i < n; i++) {
-    double diag;
-    cfd_rollout_passive(p, i, 1, x[i], v[i], &s->q[i], &s->tau[i], &diag);
-    s->diag[i] = step ? diag : 0;
-    s->dq[i] = -p->stiffness[i];
-    s->dv[i] = -p->damping[i];
-  }
-  for (int k = 0; k < n * nu; k++) s->du[k] = 0;
+// The applied force on dof i at the state (x, v) (qpos and qvel in the chain's dofs) and controls
+// u, with its derivatives (diagonal dq, dv; row i of du, n x nu) and, with `step`, the step's joint
+// diagonal and the control derivative of its actuators' (ddiag, per actuator on dof i)
+CFD_HD void cfd_deriv_applied_dof(const cfd_rollout_params* p, int i, const double* x,
+                                  const double* v, const double* u, int step, cfd_deriv_scratch* s) {
+  int nu = p->nu;
+  double h = p->h, diag;
+  cfd_rollout_passive(p, i, 1, x[i], v[i], &s->q[i], &s->tau[i], &diag);
+  s->diag[i] = step ? diag : 0;
+  s->dq[i] = -p->stiffness[i];
+  s->dv[i] = -p->damping[i];
+  for (int a = 0; a < nu; a++) s->du[i * nu + a] = 0;
   for (int a = 0; a < nu; a++) {
-    int i = p->act_dof[a];
+    if (p->act_dof[a] != i) continue;
     const double* cr = p->ctrlrange + 2 * a;
     const double* G = p->gain + 3 * a;
     const double* B = p->bias + 3 * a;
@@ -80,6 +77,12 @@ CFD_HD void cfd_deriv_applied(const cfd_rollout_params* p, const double* x, cons
       s->ddiag[a] = inside ? -h * g * g * G[2] : 0;
     }
   }
+}
+
+// The applied forces on every dof (cfd_deriv_applied_dof)
+CFD_HD void cfd_deriv_applied(const cfd_rollout_params* p, const double* x, const double* v,
+                              const double* u, int step, cfd_deriv_scratch* s) {
+  for (int i = 0; i < p->n; i++) cfd_deriv_applied_dof(p, i, x, v, u, step, s);
 }
 
 // L L^T X = B in place for `cols` columns of X from `first` (row-major, leading dimension ld): row

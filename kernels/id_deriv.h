@@ -63,22 +63,37 @@ CFD_HD void cfd_idd_world_inertia(const double J[36], const double R[9], const d
 // so that the CPU runs each as a loop and a GPU warp spreads the links over its lanes: the per-link
 // work in parallel, the sums along the tree (parent[i] < i) per component.
 
-// Link i's pose in its parent's frame (the world's for a root) into its R and p
+// Link i's pose in its parent's frame (the world's for a root), R then p, into its A and I V slots
+// (free until the momenta and accelerations; cfd_idd_compose reads it from there)
 CFD_HD void cfd_idd_local_pose(const cfd_chain* c, int i, const double* q, double* w) {
   double* L = w + CFD_IDD_LINK * i;
-  cfd_link_pose(c, i, q, 1, L + CFD_IDD_R, L + CFD_IDD_P);
+  cfd_link_pose(c, i, q, 1, L + CFD_IDD_A, L + CFD_IDD_A + 9);
 }
 
-// Link i's pose in the world from its local pose and its parent's world pose (in tree order)
-CFD_HD void cfd_idd_compose(const cfd_chain* c, int i, double* w) {
-  int par = c->parent[i];
-  if (par < 0) return;
+// Entry r (0-8: R row-major, 9-11: p) of link i's world pose, from its local pose and its parent's
+// world pose (in tree order): R = R_p R_l, p = R_p p_l + p_p
+CFD_HD void cfd_idd_compose_entry(const cfd_chain* c, int i, int r, double* w) {
   double* L = w + CFD_IDD_LINK * i;
+  const double* loc = L + CFD_IDD_A;
+  int par = c->parent[i];
+  if (par < 0) {
+    L[CFD_IDD_R + r] = loc[r];  // (R and P are adjacent)
+    return;
+  }
   const double* P = w + CFD_IDD_LINK * par;
-  double Rl[9], pl[3];
-  for (int k = 0; k < 9; k++) Rl[k] = L[CFD_IDD_R + k];
-  for (int k = 0; k < 3; k++) pl[k] = L[CFD_IDD_P + k];
-  cfd_se3_mul(P + CFD_IDD_R, P + CFD_IDD_P, Rl, pl, L + CFD_IDD_R, L + CFD_IDD_P);
+  const double *Rp = P + CFD_IDD_R, *pp = P + CFD_IDD_P;
+  if (r < 9) {
+    int a = r / 3, b = r % 3;
+    L[CFD_IDD_R + r] = Rp[3 * a] * loc[b] + Rp[3 * a + 1] * loc[3 + b] + Rp[3 * a + 2] * loc[6 + b];
+  } else {
+    int a = r - 9;
+    L[CFD_IDD_P + a] = Rp[3 * a] * loc[9] + Rp[3 * a + 1] * loc[10] + Rp[3 * a + 2] * loc[11] + pp[a];
+  }
+}
+
+// Link i's world pose (all twelve entries)
+CFD_HD void cfd_idd_compose(const cfd_chain* c, int i, double* w) {
+  for (int r = 0; r < 12; r++) cfd_idd_compose_entry(c, i, r, w);
 }
 
 // Link i's S = Ad_T s = [R w; p x R w + R v] and world inertia from its world pose, and its own
@@ -251,37 +266,45 @@ CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, const double* cw, 
 // ancestors'
 enum { CFD_IDD_SU = 0, CFD_IDD_SW = 6, CFD_IDD_GQ = 12, CFD_IDD_GV = 18, CFD_IDD_SEED = 24 };
 
-CFD_HD void cfd_idd_seed(const cfd_chain* c, const double* w, const double* cw, int j, double scale,
-                         double* sd) {
-  double a0[6];
+// Column j's seed, half `part`: 0, u, w and Gq; 1, u and Gv (a GPU takes the halves on two lanes)
+CFD_HD void cfd_idd_seed_part(const cfd_chain* c, const double* w, const double* cw, int j,
+                              double scale, int part, double* sd) {
   const double zero[6] = {0, 0, 0, 0, 0, 0};
-  cfd_idd_a0(c, a0);
   const double* L = w + CFD_IDD_LINK * j;
   const double* C = cw + CFD_IDD_COMP * j;
   const double* Sj = L + CFD_IDD_S;
   int par = c->parent[j];
   const double* Vp = par < 0 ? zero : w + CFD_IDD_LINK * par + CFD_IDD_V;
-  const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
-  double u[6], wv[6], b[6], Gq[6], Gv[6], x[6], y[6];
+  double u[6], b[6], G[6], x[6], y[6];
   cfd_ad(Sj, Vp, u);
-  cfd_ad(Sj, Ap, wv);
-  cfd_ad(u, Vp, b);
-  for (int k = 0; k < 6; k++) wv[k] -= b[k];
-  cfd_neg_adstar(Sj, L + CFD_IDD_F, Gq);
-  cfd_mat6_vec(C + CFD_IDD_IC, wv, x);
-  cfd_mat6_vec(C + CFD_IDD_B, u, y);
-  cfd_neg_adstar(u, C + CFD_IDD_H, b);
-  for (int k = 0; k < 6; k++) Gq[k] += -x[k] + y[k] - b[k];
-  cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
-  cfd_mat6_vec(C + CFD_IDD_IC, u, y);
-  cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
-  for (int k = 0; k < 6; k++) Gv[k] = -x[k] - 2 * y[k] + b[k];
-  for (int k = 0; k < 6; k++) {
-    sd[CFD_IDD_SU + k] = scale * u[k];
-    sd[CFD_IDD_SW + k] = scale * wv[k];
-    sd[CFD_IDD_GQ + k] = scale * Gq[k];
-    sd[CFD_IDD_GV + k] = scale * Gv[k];
+  if (part == 0) {
+    double a0[6], wv[6];
+    cfd_idd_a0(c, a0);
+    const double* Ap = par < 0 ? a0 : w + CFD_IDD_LINK * par + CFD_IDD_A;
+    cfd_ad(Sj, Ap, wv);
+    cfd_ad(u, Vp, b);
+    for (int k = 0; k < 6; k++) wv[k] -= b[k];
+    cfd_neg_adstar(Sj, L + CFD_IDD_F, G);
+    cfd_mat6_vec(C + CFD_IDD_IC, wv, x);
+    cfd_mat6_vec(C + CFD_IDD_B, u, y);
+    cfd_neg_adstar(u, C + CFD_IDD_H, b);
+    for (int k = 0; k < 6; k++) {
+      sd[CFD_IDD_SU + k] = scale * u[k];
+      sd[CFD_IDD_SW + k] = scale * wv[k];
+      sd[CFD_IDD_GQ + k] = scale * (G[k] - x[k] + y[k] - b[k]);
+    }
+  } else {
+    cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
+    cfd_mat6_vec(C + CFD_IDD_IC, u, y);
+    cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
+    for (int k = 0; k < 6; k++) sd[CFD_IDD_GV + k] = scale * (-x[k] - 2 * y[k] + b[k]);
   }
+}
+
+CFD_HD void cfd_idd_seed(const cfd_chain* c, const double* w, const double* cw, int j, double scale,
+                         double* sd) {
+  cfd_idd_seed_part(c, w, cw, j, scale, 0, sd);
+  cfd_idd_seed_part(c, w, cw, j, scale, 1, sd);
 }
 
 // Entry (i, j) of scale d tau / d q (*dq) and d tau / d qd (*dv) from column j's seed sd: i in

@@ -101,7 +101,9 @@ static void errors(void) {
 }
 
 // the batch (CPU loop; GPU kernel on `device`) against one call per state, bit for bit on the
-// CPU, within 1e-12 of each block's largest entry on the GPU
+// CPU, within 2e-11 of each block's largest entry on the GPU (its code contracts products and sums
+// into FMAs, the CPU build's does not: rounding, raised by M's conditioning on the 32-dof chain to
+// about 5e-12)
 static void batch(const char* spec, int device, int B) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
@@ -137,7 +139,7 @@ static void batch(const char* spec, int device, int B) {
   }
   printf("%-60s batch of %d on %s against one call each: %.2e\n", spec, B,
          device == CHAINFD_CPU ? "the CPU" : "GPU 0", worst);
-  EXPECT(device == CHAINFD_CPU ? worst == 0 : worst < 1e-12, "%s: the batch differs by %.3e", spec, worst);
+  EXPECT(device == CHAINFD_CPU ? worst == 0 : worst < 2e-11, "%s: the batch differs by %.3e", spec, worst);
   free(x); free(u); free(got); free(want);
   mj_deleteData(d);
   chainfd_deriv_free(one);

@@ -36,8 +36,19 @@ static __device__ void warp_accel(const cfd_chain* c, const double* qd, const do
   __syncwarp();
 }
 
+// A lane's walk over the entries (i, j) of an n x m matrix, row-major, from entry `lane` in steps of
+// 32, without a division per step
+struct entry_walk {
+  int i, j, di, dj, m;
+  __device__ entry_walk(int lane, int m_) : i(lane / m_), j(lane % m_), di(32 / m_), dj(32 % m_), m(m_) {}
+  __device__ void next() {
+    i += di, j += dj;
+    if (j >= m) j -= m, i++;
+  }
+};
+
 // status: 0, 1 (an instance's system singular), 2 (an instance at a joint limit); the lowest such
-// instance in *which
+// instance in *which (both at rest {0, INT_MAX}: cfd_gpu_deriv_flags_reset)
 __global__ void __launch_bounds__(128)
 deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
                   const double* __restrict__ x, const double* __restrict__ u, double* Dq, double* Dv,
@@ -70,15 +81,16 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
     return;
   }
   __syncwarp();
-  if (lane == 0) cfd_deriv_applied(&p, xs, v, u ? us : NULL, 0, &s);
+  for (int i = lane; i < n; i += 32) cfd_deriv_applied_dof(&p, i, xs, v, u ? us : NULL, 0, &s);
   __syncwarp();
 
   // kinematics, bias forces (ID at qdd = 0), composites, M + diag: cfd_deriv_solve's first half
   for (int i = lane; i < n; i += 32) cfd_idd_local_pose(&c, i, s.q, s.w);
   __syncwarp();
-  if (lane == 0)
-    for (int i = 0; i < n; i++) cfd_idd_compose(&c, i, s.w);
-  __syncwarp();
+  for (int i = 0; i < n; i++) {  // the poses down the tree, a link at a time, an entry per lane
+    if (lane < 12) cfd_idd_compose_entry(&c, i, lane, s.w);
+    __syncwarp();
+  }
   for (int i = lane; i < n; i += 32) cfd_idd_link_world(&c, i, v, s.w);
   __syncwarp();
   if (lane < 6) cfd_idd_tree_sum(&c, s.w, CFD_IDD_V, lane, lane + 1, NULL);
@@ -96,11 +108,11 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
   __syncwarp();
   for (int i = lane; i < n; i += 32) cfd_idd_comp_pq(i, s.w, s.cw);
   __syncwarp();
-  for (int e = lane; e < n * n; e += 32) {
-    int i = e / n, j = e % n;
+  for (entry_walk e(lane, n); e.i < n; e.next()) {
+    int i = e.i, j = e.j;
     double mij = (anc[j] >> i) & 1 ? cfd_idd_mass_entry(s.w, s.cw, i, j)
                : (anc[i] >> j) & 1 ? cfd_idd_mass_entry(s.w, s.cw, j, i) : 0;
-    s.M[e] = mij + (i == j ? c.armature[i] + s.diag[i] : 0);
+    s.M[n * i + j] = mij + (i == j ? c.armature[i] + s.diag[i] : 0);
   }
   __syncwarp();
 
@@ -123,42 +135,53 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
       for (int k = 0; k < j; k++) t -= s.M[i * n + k] * s.M[j * n + k];
       s.M[i * n + j] = t * inv;
     }
+    if (lane == 0) s.inv[j] = inv;
     __syncwarp();
   }
-  for (int i = lane; i < n; i += 32) s.inv[i] = 1 / s.M[n * i + i];
-  __syncwarp();
   if (lane == 0) {
     for (int i = 0; i < n; i++) s.qacc[i] = s.tau[i] - s.bias[i];
     cfd_deriv_chol_solve_col(s.M, s.inv, n, s.qacc, 0, 1);
   }
   __syncwarp();
 
-  // ID's derivatives at (q, qd, qacc): the seeds a column per lane, then the entries, with the
+  // ID's derivatives at (q, qd, qacc): the seeds' halves a lane each, then the entries, with the
   // applied forces' derivatives (cfd_deriv_solve's right-hand sides)
   warp_accel(&c, v, s.qacc, s.w, lane);
-  for (int j = lane; j < n; j += 32) cfd_idd_seed(&c, s.w, s.cw, j, -1, seed + CFD_IDD_SEED * j);
+  for (int t = lane; t < 2 * n; t += 32) {
+    int j = t < n ? t : t - n;
+    cfd_idd_seed_part(&c, s.w, s.cw, j, -1, t >= n, seed + CFD_IDD_SEED * j);
+  }
   __syncwarp();
-  for (int e = lane; e < n * n; e += 32) {
-    int i = e / n, j = e % n, below = (anc[i] >> j) & 1, above = (anc[j] >> i) & 1;
+  for (entry_walk e(lane, n); e.i < n; e.next()) {
+    int i = e.i, j = e.j, below = (anc[i] >> j) & 1, above = (anc[j] >> i) & 1;
     double eq = 0, ev = 0;
     if (below || above) cfd_idd_entry(s.w, s.cw, seed + CFD_IDD_SEED * j, -1, i, j, below, &eq, &ev);
     s.X[cols * i + j] = eq + (i == j ? s.dq[j] : 0);
     s.X[cols * i + n + j] = ev + (i == j ? s.dv[j] : 0);
   }
-  for (int e = lane; e < n * nu; e += 32) {
-    int i = e / nu, a = e % nu;
-    s.X[cols * i + 2 * n + a] = s.du[e] - (p.act_dof[a] == i ? s.ddiag[a] * s.qacc[i] : 0);
-  }
+  if (nu)
+    for (entry_walk e(lane, nu); e.i < n; e.next()) {
+      int i = e.i, a = e.j;
+      s.X[cols * i + 2 * n + a] = s.du[nu * i + a] - (p.act_dof[a] == i ? s.ddiag[a] * s.qacc[i] : 0);
+    }
   __syncwarp();
   int first = Dq ? 0 : Dv ? n : 2 * n, last = Du ? cols : Dv ? 2 * n : n;
   for (int col = first + lane; col < last; col += 32) cfd_deriv_chol_solve_col(s.M, s.inv, n, s.X, col, cols);
   __syncwarp();
-  for (int e = lane; e < n * n; e += 32) {
-    int i = e / n, j = e % n;
-    if (Dq) Dq[(size_t)b * n * n + e] = s.X[cols * i + j];
-    if (Dv) Dv[(size_t)b * n * n + e] = s.X[cols * i + n + j];
+  for (entry_walk e(lane, n); e.i < n; e.next()) {
+    size_t o = (size_t)b * n * n + (size_t)n * e.i + e.j;
+    if (Dq) Dq[o] = s.X[cols * e.i + e.j];
+    if (Dv) Dv[o] = s.X[cols * e.i + n + e.j];
   }
-  for (int e = lane; Du && e < n * nu; e += 32) Du[(size_t)b * n * nu + e] = s.X[cols * (e / nu) + 2 * n + e % nu];
+  if (Du && nu)
+    for (entry_walk e(lane, nu); e.i < n; e.next())
+      Du[(size_t)b * n * nu + (size_t)nu * e.i + e.j] = s.X[cols * e.i + 2 * n + e.j];
+}
+
+cudaError_t cfd_gpu_deriv_flags_reset(int* flags, cudaStream_t stream) {
+  static const int rest[2] = {0, 0x7fffffff};
+  cudaError_t e = cudaMemcpyAsync(flags, rest, sizeof rest, cudaMemcpyHostToDevice, stream);
+  return e ? e : cudaStreamSynchronize(stream);
 }
 
 static int fail(char* err, int size, const char* what, cudaError_t e) {
@@ -198,9 +221,7 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     if (!e && u) e = cudaMemcpyAsync((void*)du_in, u, sizeof(double) * nuu, cudaMemcpyHostToDevice, stream);
     if (e) return fail(err, err_size, "copying the states up", e);
   }
-  e = cudaMemsetAsync(flags, 0, sizeof(int), stream);
-  if (!e) e = cudaMemsetAsync(flags + 1, 0x7f, sizeof(int), stream);  // (atomicMin from a large int)
-  if (!e) {
+  {
     // warps (instances) per block: up to 4 within the default 48 KB, or one that opts in to more
     size_t bytes = sizeof(double) * warp_doubles(n, nu);
     int per_block = bytes > 48 * 1024 ? 1 : (int)(48 * 1024 / bytes) < 4 ? (int)(48 * 1024 / bytes) : 4;
@@ -212,8 +233,9 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
       e = cudaGetLastError();
     }
   }
-  int got[2] = {0, 0};
-  if (!e) e = cudaMemcpyAsync(got, flags, sizeof got, cudaMemcpyDeviceToHost, stream);
+  int* got = cfd_gpu_rollout_deriv_flags_host(r);
+  got[0] = 0;
+  if (!e) e = cudaMemcpyAsync(got, flags, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream);
   if (!e && where == CFD_HOST) {
     if (Dq) e = cudaMemcpyAsync(Dq, dq, sizeof(double) * nqq, cudaMemcpyDeviceToHost, stream);
     if (!e && Dv) e = cudaMemcpyAsync(Dv, dv, sizeof(double) * nqq, cudaMemcpyDeviceToHost, stream);
@@ -222,6 +244,8 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   if (!e) e = cudaStreamSynchronize(stream);
   if (e) return fail(err, err_size, "the batch", e);
   if (got[0]) {
+    e = cfd_gpu_deriv_flags_reset(flags, stream);
+    if (e) return fail(err, err_size, "resetting the status", e);
     snprintf(err, err_size, "GPU derivatives: instance %d: %s", got[1],
              got[0] == 2 ? "a joint at its limit (an active constraint row: the derivatives of the "
                            "constrained step are not done yet)"

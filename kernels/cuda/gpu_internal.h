@@ -177,6 +177,11 @@ void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain,
 // Its device block of at least `doubles` for the derivatives' staging of host arrays (grown, kept
 // for the next batch); NULL when out of memory
 double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles);
+// Its pinned host pair the derivatives' flags are copied into
+int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r);
+// The derivatives' device flags back to rest, {0, INT_MAX}: each batch reads them and resets them
+// only after a failure (cuda/deriv.cu)
+cudaError_t cfd_gpu_deriv_flags_reset(int* flags, cudaStream_t stream);
 
 #ifdef __CUDACC__
 // A kernel's failure into the error flag (cfd_gpu_error_flag): a plain store, since the flag may

@@ -53,7 +53,8 @@ struct cfd_gpu_rollout {
   int distinct_dofs;            // every actuator drives its own joint
   double *work, *init, *ctrl, *out;
   rollout_flags* flags;
-  int* deriv_flags;             // the derivatives' status and instance (cuda/deriv.cu)
+  int* deriv_flags;             // the derivatives' status and instance (cuda/deriv.cu), and
+  int* deriv_flags_host;        // their pinned host copy
   double* deriv_stage;          // and their staging of host arrays, grown as batches need
   size_t deriv_stage_doubles;
   int* warn;                    // per instance of the last run
@@ -688,6 +689,7 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
   cudaFree(r->deriv_flags);
   cudaFree(r->deriv_stage);
+  cudaFreeHost(r->deriv_flags_host);
   cudaFree(r->warn);
   cfd_gpu_free(r->scan);  // (before the stream it borrows)
   cudaFree(r->sx); cudaFree(r->sflags); cudaFree(r->reset_x); cudaFree(r->dof_acts);
@@ -700,6 +702,8 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
 static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
   return bytes ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
 }
+
+int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r) { return r->deriv_flags_host; }
 
 double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles) {
   if (doubles > r->deriv_stage_doubles) {
@@ -782,6 +786,8 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
   if (!e) e = cudaMalloc(&r->flags, sizeof(rollout_flags));
   if (!e) e = cudaMalloc(&r->deriv_flags, 2 * sizeof(int));
+  if (!e) e = cudaHostAlloc(&r->deriv_flags_host, 2 * sizeof(int), cudaHostAllocDefault);
+  if (!e) e = cfd_gpu_deriv_flags_reset(r->deriv_flags, r->stream);
   if (e) {
     fail(err, err_size, "uploading the model", e);
     cfd_gpu_rollout_free(r);
