@@ -12,10 +12,10 @@
 
 #define FULL 0xffffffffu
 
-// An instance's shared memory in doubles: the scratch, the columns' seeds, x, u and the n
-// ancestor masks
+// An instance's shared memory in doubles: the scratch, x, u and the n ancestor masks. (Column j's
+// seed goes in link j's inertia, free once the accelerations at qacc are done.)
 static __host__ __device__ long warp_doubles(int n, int nu) {
-  return cfd_deriv_doubles(n, nu) + (long)CFD_IDD_SEED * n + 2 * n + nu + (n + 1) / 2;
+  return cfd_deriv_doubles(n, nu) + 2 * n + nu + (n + 1) / 2;
 }
 
 // The accelerations and wrenches at qdd (NULL: zero) across the warp: cfd_idd_accel's stages
@@ -49,7 +49,7 @@ struct entry_walk {
 
 // status: 0, 1 (an instance's system singular), 2 (an instance at a joint limit); the lowest such
 // instance in *which (both at rest {0, INT_MAX}: cfd_gpu_deriv_flags_reset)
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(96, 6)
 deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
                   const double* __restrict__ x, const double* __restrict__ u, double* Dq, double* Dv,
                   double* Du, int* status, int* which) {
@@ -60,8 +60,7 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
   double* base = smem + (threadIdx.x >> 5) * warp_doubles(n, nu);
   cfd_deriv_scratch s;
   cfd_deriv_scratch_at(&s, n, nu, base, NULL);
-  double* seed = base + cfd_deriv_doubles(n, nu);
-  double* xs = seed + CFD_IDD_SEED * n;
+  double* xs = base + cfd_deriv_doubles(n, nu);
   double* us = xs + 2 * n;
   unsigned* anc = (unsigned*)(us + nu);  // bit k of anc[i]: k is i or an ancestor of i
   const double* v = xs + n;
@@ -149,13 +148,13 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
   warp_accel(&c, v, s.qacc, s.w, lane);
   for (int t = lane; t < 2 * n; t += 32) {
     int j = t < n ? t : t - n;
-    cfd_idd_seed_part(&c, s.w, s.cw, j, -1, t >= n, seed + CFD_IDD_SEED * j);
+    cfd_idd_seed_part(&c, s.w, s.cw, j, -1, t >= n, s.w + CFD_IDD_LINK * j + CFD_IDD_I);
   }
   __syncwarp();
   for (entry_walk e(lane, n); e.i < n; e.next()) {
     int i = e.i, j = e.j, below = (anc[i] >> j) & 1, above = (anc[j] >> i) & 1;
     double eq = 0, ev = 0;
-    if (below || above) cfd_idd_entry(s.w, s.cw, seed + CFD_IDD_SEED * j, -1, i, j, below, &eq, &ev);
+    if (below || above) cfd_idd_entry(s.w, s.cw, s.w + CFD_IDD_LINK * j + CFD_IDD_I, -1, i, j, below, &eq, &ev);
     s.X[cols * i + j] = eq + (i == j ? s.dq[j] : 0);
     s.X[cols * i + n + j] = ev + (i == j ? s.dv[j] : 0);
   }
@@ -222,9 +221,11 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     if (e) return fail(err, err_size, "copying the states up", e);
   }
   {
-    // warps (instances) per block: up to 4 within the default 48 KB, or one that opts in to more
+    // warps (instances) per block: up to 3 within the default 48 KB, or one that opts in to more.
+    // (Six blocks of three 7-dof instances fill an SM's shared memory; the launch bounds hold the
+    // registers to as many.)
     size_t bytes = sizeof(double) * warp_doubles(n, nu);
-    int per_block = bytes > 48 * 1024 ? 1 : (int)(48 * 1024 / bytes) < 4 ? (int)(48 * 1024 / bytes) : 4;
+    int per_block = bytes > 48 * 1024 ? 1 : (int)(48 * 1024 / bytes) < 3 ? (int)(48 * 1024 / bytes) : 3;
     if (bytes > 48 * 1024)
       e = cudaFuncSetAttribute(deriv_warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     int blocks = (B + per_block - 1) / per_block;
