@@ -755,6 +755,102 @@ static void deriv_latency(const char* spec, int maxN) {
   mj_deleteModel(m);
 }
 
+// ---- one long chain: d qacc / d(q, qvel), two dense n x n blocks, on the GPU from device arrays,
+// against chainfd's CPU path on one core and mjd_transitionFD on every core (a call a thread, each
+// its own state, at once; forward differences, MuJoCo's cheaper option) --------------------------
+typedef struct {
+  const mjModel* m;
+  mjData** d;
+  double** A;
+} fd_job;
+
+static void fd_worker(void* arg, int t, int T) {
+  (void)T;
+  fd_job* j = arg;
+  mjd_transitionFD(j->m, j->d[t], 1e-6, 0, j->A[t], NULL, NULL, NULL);
+}
+
+static void deriv_long(const char* spec) {
+  char err[1024];
+  mjModel* m = cfd_load_model(spec, err, sizeof err);
+  if (!m) { fprintf(stderr, "%s: %s\n", spec, err); return; }
+  chainfd_deriv *cpu, *gpu;
+  if (chainfd_deriv_create(m, CHAINFD_CPU, &cpu, err, sizeof err) ||
+      chainfd_deriv_create(m, 0, &gpu, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return;
+  }
+  int n = m->nv, nu = m->nu, cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  size_t nn = (size_t)n * n;
+  mjData* d = mj_makeData(m);
+  cfd_rng rng = {13};
+  cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+  mj_forward(m, d);
+  double* x = NEED(malloc(sizeof(double) * 2 * n));
+  double* u = NEED(malloc(sizeof(double) * (nu ? nu : 1)));
+  chainfd_rollout_get_state(m, d, x);
+  for (int a = 0; a < nu; a++) u[a] = d->ctrl[a];
+  double *dx, *du, *dq, *dv;
+  cudaMalloc((void**)&dx, sizeof(double) * 2 * n);
+  cudaMalloc((void**)&du, sizeof(double) * (nu ? nu : 1));
+  cudaMalloc((void**)&dq, sizeof(double) * nn);
+  cudaMalloc((void**)&dv, sizeof(double) * nn);
+  cudaMemcpy(dx, x, sizeof(double) * 2 * n, cudaMemcpyHostToDevice);
+  cudaMemcpy(du, u, sizeof(double) * (nu ? nu : 1), cudaMemcpyHostToDevice);
+  double reps[9];
+  for (int r = -1; r < 9; r++) {
+    double a = now();
+    if (chainfd_deriv_batch(gpu, 1, dx, nu ? du : NULL, dq, dv, NULL, CHAINFD_DEVICE, err, sizeof err)) {
+      fprintf(stderr, "%s\n", err);
+      exit(1);
+    }
+    if (r >= 0) reps[r] = now() - a;
+  }
+  double t_gpu = cfd_median(reps, 9) * 1e6;
+  double* hq = NEED(malloc(sizeof(double) * nn));
+  double* hv = NEED(malloc(sizeof(double) * nn));
+  double a = now();
+  if (chainfd_deriv_qacc(cpu, m, d, NULL, hq, hv, NULL, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
+  double t_cpu = (now() - a) * 1e6;
+  // GPU against CPU, each block relative to its largest entry
+  double* g = NEED(malloc(sizeof(double) * nn));
+  double worst = 0;
+  for (int k = 0; k < 2; k++) {
+    cudaMemcpy(g, k ? dv : dq, sizeof(double) * nn, cudaMemcpyDeviceToHost);
+    const double* w = k ? hv : hq;
+    double e = 0, sc = 0;
+    for (size_t i = 0; i < nn; i++) e = fmax(e, fabs(g[i] - w[i])), sc = fmax(sc, fabs(w[i]));
+    worst = fmax(worst, e / sc);
+  }
+  fd_job j = {m, calloc(cores, sizeof(mjData*)), calloc(cores, sizeof(double*))};
+  for (int t = 0; t < cores; t++) {
+    j.d[t] = mj_copyData(NULL, m, d);
+    for (int i = 0; i < m->nv; i++) j.d[t]->qvel[i] += 1e-3 * t;  // (each its own state)
+    j.A[t] = NEED(malloc(sizeof(double) * 4 * nn));
+  }
+  cfd_pool* pool = cfd_pool_start(cores);
+  a = now();
+  cfd_pool_run(pool, fd_worker, &j);
+  double t_fd = (now() - a) * 1e6;
+  cfd_pool_stop(pool);
+  printf("\n== one long chain: d qacc/d(q, qvel) (two %d x %d blocks), double: %s ==\n", n, n, spec);
+  printf("model=%s n=%d gpu_us=%.1f cpu_1core_us=%.1f mjd_fd_%dcores_us=%.4g (%d calls at once, forward "
+         "differences) mjd_us_per_gradient=%.4g ratio_gpu=%.1f ratio_cpu1=%.1f gpu_vs_cpu=%.2e\n",
+         spec, n, t_gpu, t_cpu, cores, t_fd, cores, t_fd / cores, t_fd / cores / t_gpu,
+         t_fd / cores / t_cpu, worst);
+  emit("deriv_long", spec, n, 1, "cuda.deriv.long", t_gpu, 0, worst);
+  emit("deriv_long", spec, n, 1, "cpu.deriv.1core", t_cpu, 0, 0);
+  emit("deriv_long", spec, n, cores, "mujoco.mjd_transitionFD.forward.allcores", t_fd, 0, 0);
+  fflush(stdout);
+  for (int t = 0; t < cores; t++) mj_deleteData(j.d[t]), free(j.A[t]);
+  free(j.d); free(j.A); free(g); free(hq); free(hv); free(x); free(u);
+  cudaFree(dx); cudaFree(du); cudaFree(dq); cudaFree(dv);
+  mj_deleteData(d);
+  chainfd_deriv_free(cpu);
+  chainfd_deriv_free(gpu);
+  mj_deleteModel(m);
+}
+
 // ---- rollouts: env-steps per second, GPU against MuJoCo's mj_step on all cores -------------------
 
 typedef struct {
@@ -1277,7 +1373,7 @@ int main(int argc, char** argv) {
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv|deriv_long] [--cfa-steps K]\n");
       return 2;
     }
   }
@@ -1286,12 +1382,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
-                                      "rollout_limits", "rollout_long", "multigpu", "trees", "deriv"};
+                                      "rollout_limits", "rollout_long", "multigpu", "trees", "deriv", "deriv_long"};
   int known = !only;
-  for (int k = 0; k < 11 && !known; k++) known = !strcmp(only, parts[k]);
+  for (int k = 0; k < (int)(sizeof parts / sizeof parts[0]) && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
     fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_limits, "
-            "rollout_long, multigpu, trees or deriv, not '%s'\n", prog, only);
+            "rollout_long, multigpu, trees, deriv or deriv_long, not '%s'\n", prog, only);
     return 2;
   }
   if (cfd_gpu_device_count() == 0) {
@@ -1346,6 +1442,12 @@ int main(int argc, char** argv) {
     derivatives("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                 "stiffness=0.5,actuators=1", maxB);
     derivatives("chain:30,random=1,seed=3,branch=0.3,damping=0.1,armature=0.01,actuators=1", maxB);
+  }
+  // (minutes of MuJoCo's finite differences on every core: only when asked)
+  if (only && !strcmp(only, "deriv_long")) {
+    deriv_long("chain:100,random=1,seed=3,damping=0.1,armature=0.01");
+    deriv_long("chain:300,random=1,seed=3,damping=0.1,armature=0.01");
+    deriv_long("chain:1000,random=1,seed=3,damping=0.1,armature=0.01");
   }
   if (!only || !strcmp(only, "rollout_long")) {
     long_rollouts("chain:300,random=1,seed=1,damping=0.1,armature=0.01,actuators=1", "300 links",

@@ -3,8 +3,9 @@
 // links, matrix entries and right-hand sides spread over the lanes. The stages are id_deriv.h's
 // per-link and per-entry functions, the CPU's; the sums along the tree run a component per lane,
 // the Cholesky factor a row per lane, the solves a column per lane, each entry's operations in
-// the CPU's order. Up to 32 dofs (an ancestor set is a 32-bit mask) and 32 controls. (The first
-// design, a thread per instance, is bench/variants/deriv_variants.cu.)
+// the CPU's order. Up to 32 dofs (an ancestor set is a 32-bit mask) and 32 controls; past them
+// cuda/deriv_long.cu takes an instance at a time. (The first design, a thread per instance, is
+// bench/variants/deriv_variants.cu.)
 #include <stdio.h>
 
 #include "deriv_instance.h"
@@ -49,7 +50,7 @@ struct entry_walk {
 
 // status: 0, 1 (an instance's system singular), 2 (an instance at a joint limit); the lowest such
 // instance in *which (both at rest {0, INT_MAX}: cfd_gpu_deriv_flags_reset)
-__global__ void __launch_bounds__(96, 6)
+__global__ void __launch_bounds__(96)
 deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
                   const double* __restrict__ x, const double* __restrict__ u, double* Dq, double* Dv,
                   double* Du, int* status, int* which) {
@@ -197,11 +198,7 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   int* flags;  // status, instance
   cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flags);
   int n = p.n, nu = p.nu;
-  if (n > 32 || nu > 32) {
-    snprintf(err, err_size, "GPU derivatives: %d dofs and %d controls: the GPU takes up to 32 of "
-             "each so far (the CPU takes any)", n, nu);
-    return 1;
-  }
+  int warp = n <= 32 && nu <= 32;  // else an instance at a time (cuda/deriv_long.cu)
   cudaError_t e = cudaSetDevice(device);
   if (e) return fail(err, err_size, "selecting the device", e);
   size_t nx = (size_t)B * 2 * n, nuu = (size_t)B * nu, nqq = (size_t)B * n * n, nqu = (size_t)B * n * nu;
@@ -220,10 +217,16 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     if (!e && u) e = cudaMemcpyAsync((void*)du_in, u, sizeof(double) * nuu, cudaMemcpyHostToDevice, stream);
     if (e) return fail(err, err_size, "copying the states up", e);
   }
-  {
+  if (!warp) {
+    if (cfd_gpu_deriv_long_run(cfd_gpu_rollout_deriv_long(r), &c, &p, stream, B, dx, du_in, dq, dv, dU,
+                               flags, err, err_size)) {
+      cudaStreamSynchronize(stream);
+      return 1;
+    }
+  } else {
     // warps (instances) per block: up to 3 within the default 48 KB, or one that opts in to more.
-    // (Six blocks of three 7-dof instances fill an SM's shared memory; the launch bounds hold the
-    // registers to as many.)
+    // (Holding the registers to six such blocks an SM spilled and gained nothing measurable:
+    // docs/DESIGN.md 4.18.)
     size_t bytes = sizeof(double) * warp_doubles(n, nu);
     int per_block = bytes > 48 * 1024 ? 1 : (int)(48 * 1024 / bytes) < 3 ? (int)(48 * 1024 / bytes) : 3;
     if (bytes > 48 * 1024)
@@ -248,9 +251,11 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
     e = cfd_gpu_deriv_flags_reset(flags, stream);
     if (e) return fail(err, err_size, "resetting the status", e);
     snprintf(err, err_size, "GPU derivatives: instance %d: %s", got[1],
-             got[0] == 2 ? "a joint at its limit (an active constraint row: the derivatives of the "
-                           "constrained step are not done yet)"
-                         : "the joint-space system is singular");
+             got[0] == 3 ? "the links are not numbered depth first (the long chains' kernels need "
+                           "subtrees as index ranges)"
+             : got[0] == 2 ? "a joint at its limit (an active constraint row: the derivatives of the "
+                             "constrained step are not done yet)"
+                           : "the joint-space system is singular");
     return 1;
   }
   return 0;

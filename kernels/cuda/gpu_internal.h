@@ -179,6 +179,16 @@ void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain,
 double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles);
 // Its pinned host pair the derivatives' flags are copied into
 int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r);
+// The long chains' derivatives (cuda/deriv_long.cu): their context, made on first use and kept in
+// the rollout's slot; a batch from device arrays on the rollout's stream, flags as cuda/deriv.cu's
+// (status 3: links not numbered depth first); asynchronous, so the caller synchronises
+typedef struct cfd_gpu_deriv_long cfd_gpu_deriv_long;
+cfd_gpu_deriv_long** cfd_gpu_rollout_deriv_long(cfd_gpu_rollout* r);
+void cfd_gpu_deriv_long_free(cfd_gpu_deriv_long* L);
+int cfd_gpu_deriv_long_run(cfd_gpu_deriv_long** slot, const cfd_chain* c,
+                           const struct cfd_rollout_params* p, cudaStream_t stream, int B,
+                           const double* x, const double* u, double* Dq, double* Dv, double* Du,
+                           int* flags, char* err, int err_size);
 // The derivatives' device flags back to rest, {0, INT_MAX}: each batch reads them and resets them
 // only after a failure (cuda/deriv.cu)
 cudaError_t cfd_gpu_deriv_flags_reset(int* flags, cudaStream_t stream);

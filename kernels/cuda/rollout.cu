@@ -57,6 +57,7 @@ struct cfd_gpu_rollout {
   int* deriv_flags_host;        // their pinned host copy
   double* deriv_stage;          // and their staging of host arrays, grown as batches need
   size_t deriv_stage_doubles;
+  cfd_gpu_deriv_long* deriv_long;  // the long chains' derivatives (cuda/deriv_long.cu), made on use
   int* warn;                    // per instance of the last run
   int warn_capacity, last_B;
   long last_warnings;
@@ -690,6 +691,7 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cudaFree(r->deriv_flags);
   cudaFree(r->deriv_stage);
   cudaFreeHost(r->deriv_flags_host);
+  cfd_gpu_deriv_long_free(r->deriv_long);
   cudaFree(r->warn);
   cfd_gpu_free(r->scan);  // (before the stream it borrows)
   cudaFree(r->sx); cudaFree(r->sflags); cudaFree(r->reset_x); cudaFree(r->dof_acts);
@@ -704,6 +706,8 @@ static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
 }
 
 int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r) { return r->deriv_flags_host; }
+
+cfd_gpu_deriv_long** cfd_gpu_rollout_deriv_long(cfd_gpu_rollout* r) { return &r->deriv_long; }
 
 double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles) {
   if (doubles > r->deriv_stage_doubles) {
