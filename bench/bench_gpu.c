@@ -654,7 +654,8 @@ static void derivatives(const char* spec, int maxB) {
       t[what] = cfd_median(reps, R) * 1e6;
       free(hq); free(hv);
     }
-    printf("%7d %12.1f %14.3g %14.1f %14.1f %16.1f\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2], t[3]);
+    if (vr) printf("%7d %12.1f %14.3g %14.1f %14.1f %16.1f\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2], t[3]);
+    else printf("%7d %12.1f %14.3g %14.1f %14.1f %16s\n", B, t[0], B / (t[0] * 1e-6), t[1], t[2], "(n > 16)");
     if (vr) emit("deriv", spec, n, B, "cuda.deriv.thread(variant)", t[3], 0, 0);
     emit("deriv", spec, n, B, "cuda.deriv.qv", t[0], 0, 0);
     emit("deriv", spec, n, B, "cuda.deriv.qvu", t[1], 0, 0);
