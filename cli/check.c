@@ -559,9 +559,10 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   double* mine = malloc(sizeof(double) * (2 * nq2 + nuv));
   double* ref = malloc(sizeof(double) * (2 * nq2 + nuv));
   double* f = malloc(sizeof(double) * 4 * nv);
+  double* tangent = malloc(sizeof(double) * nv);
   double* A = malloc(sizeof(double) * 2 * (size_t)nx * nx);
   double* Bm = malloc(sizeof(double) * 2 * (size_t)nx * (nu ? nu : 1));
-  if (!d || !e || !mine || !ref || !f || !A || !Bm) {
+  if (!d || !e || !mine || !ref || !f || !tangent || !A || !Bm) {
     printf("out of memory for the derivatives' check\n");
     failed = 1;
   }
@@ -588,8 +589,12 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
     for (int kind = 0; kind < 3 && !failed; kind++) {
       int cols = kind == 2 ? nu : nv;
       for (int j = 0; j < cols && !failed; j++) {
+        // (a position moves along dof j's tangent, mj_integratePos: a ball's or free joint's
+        // rotation in the body's frame, as MuJoCo's derivatives)
+        int jt = kind == 0 ? m->jnt_type[m->dof_jntid[j]] : mjJNT_HINGE;
+        int scalar = jt == mjJNT_HINGE || jt == mjJNT_SLIDE;
         double* x = kind == 0 ? &d->qpos[m->jnt_qposadr[m->dof_jntid[j]]] : kind == 1 ? &d->qvel[j] : &d->ctrl[j];
-        double x0 = *x, h = 1e-4 * fmax(1, fabs(x0));
+        double x0 = *x, h = 1e-4 * (scalar ? fmax(1, fabs(x0)) : 1);
         if (kind == 2 && m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL)) {
           // the stencil kept off the clamp's kinks (a control within 2h of its range's ends)
           double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
@@ -598,8 +603,14 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
         }
         for (int k = 0; k < 4 && !failed; k++) {
           mj_copyData(e, m, d);
-          double* xe = kind == 0 ? &e->qpos[m->jnt_qposadr[m->dof_jntid[j]]] : kind == 1 ? &e->qvel[j] : &e->ctrl[j];
-          *xe = x0 + k5[k] * h;
+          if (kind == 0) {
+            mju_zero(tangent, nv);
+            tangent[j] = k5[k] * h;
+            mj_integratePos(m, e->qpos, tangent, 1);
+          } else {
+            double* xe = kind == 1 ? &e->qvel[j] : &e->ctrl[j];
+            *xe = x0 + k5[k] * h;
+          }
           if (cfd_deriv_reference_qacc(dv, m, e, f + k * nv, err, sizeof err)) {
             printf("reference error: %s\n", err);
             failed = 1;
@@ -642,7 +653,7 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
          worst_B, states, m->opt.integrator == mjINT_RK4 ? "differences of mj_step (RK4: "
          "mjd_transitionFD takes none)" : "mjd_transitionFD", tpass ? "" : "  FAIL");
   pass &= tpass;
-  free(mine); free(ref); free(f); free(A); free(Bm);
+  free(mine); free(ref); free(f); free(tangent); free(A); free(Bm);
   mj_deleteData(d);
   mj_deleteData(e);
   chainfd_deriv_free(dv);

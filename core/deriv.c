@@ -92,6 +92,25 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
     euler->opt.integrator = mjINT_EULER;
   }
   char why[1024];
+  for (int j = 0; j < m->njnt; j++) {  // ball and free joints: on the CPU, without springs or limits
+    int t = m->jnt_type[j];
+    if (t != mjJNT_BALL && t != mjJNT_FREE) continue;
+    char b[128];
+    const char* no = device >= 0 ? "the GPU's derivatives take hinges and slides so far (the CPU's "
+                                   "take it)"
+                   : m->jnt_stiffness[j] > 0 ? "it has a spring (its derivative in the tangent "
+                                               "space is not done yet)"
+                   : t == mjJNT_BALL && m->jnt_limited[j] ? "it has a limit (a cone: not done yet)"
+                   : dv->rk4 ? "RK4's stages with quaternions are not done yet (Euler and "
+                               "implicitfast are)"
+                   : NULL;
+    if (no) {
+      free(dv);
+      if (euler) mj_deleteModel(euler);
+      return fail(err, err_size, "derivatives refused: joint %s is a %s joint: %s",
+                  elem(m, mjOBJ_JOINT, j, b, sizeof b), t == mjJNT_BALL ? "ball" : "free", no);
+    }
+  }
   if (device < CHAINFD_CPU) {
     free(dv);
     if (euler) mj_deleteModel(euler);
@@ -109,14 +128,6 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   dv->c = cfd_rollout_chain(dv->r);
   dv->p = cfd_rollout_params_of(dv->r);
   int n = dv->n = dv->c->n, nu = dv->nu = m->nu;
-  for (int i = 0; i < n; i++)
-    if (dv->c->kind[i] != CFD_LINK_SCREW) {
-      char b[128];
-      fail(err, err_size, "derivatives refused: joint %s is a ball or free joint (the derivatives "
-           "take hinges and slides so far)", elem(m, mjOBJ_JOINT, dv->c->jnt[i], b, sizeof b));
-      chainfd_deriv_free(dv);
-      return 1;
-    }
   dv->x = malloc(sizeof(double) * 2 * n);
   dv->doubles = malloc(sizeof(double) * cfd_deriv_doubles(n, nu));
   dv->ints = malloc(sizeof(int) * n);
@@ -240,14 +251,35 @@ static int rk4_transition(chainfd_deriv* dv, const double* u, double* A, double*
   return st;
 }
 
+// A ball's position rows of the step (mj_integratePos: the quaternion times exp(t), t = h v' the
+// new velocity's rotation, both tangents in the body's frame): perturbing the body by d and the
+// new velocity by dv' moves the result by R(t)^T d + J(t) h dv', J the right Jacobian of SO(3),
+// J(t) = I - (1 - cos|t|)/|t|^2 t^ + (|t| - sin|t|)/|t|^3 t^^. Rt: R(t)^T, J: J(t), row-major 3x3
+static void ball_step_jacobians(const double t[3], double Rt[9], double J[9]) {
+  double a = sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]), k1, k2;
+  if (a < 1e-4) k1 = 0.5 - a * a / 24, k2 = 1.0 / 6 - a * a / 120;  // (series)
+  else k1 = (1 - cos(a)) / (a * a), k2 = (a - sin(a)) / (a * a * a);
+  double T[9] = {0, -t[2], t[1], t[2], 0, -t[0], -t[1], t[0], 0}, T2[9], R[9];
+  cfd_mat3_mul(T, T, T2);
+  double s0 = a < 1e-4 ? 1 - a * a / 6 : sin(a) / a;  // R = I + sin/|t| t^ + (1 - cos)/|t|^2 t^^
+  for (int r = 0; r < 9; r++) {
+    double id = r % 4 == 0;
+    R[r] = id + s0 * T[r] + k1 * T2[r];
+    J[r] = id - k1 * T[r] + k2 * T2[r];
+  }
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++) Rt[3 * r + c] = R[3 * c + r];
+}
+
 int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mjData* d,
                                    double* A, double* B, char* err, int err_size) {
   if (load(dv, m, d, err, err_size)) return 1;
   if (dv->rk4) return rk4_transition(dv, d->ctrl, A, B, err, err_size);
   int n = dv->n, nu = dv->nu, nx = 2 * n;
   double h = dv->p->h;
-  double *Dq = dv->trans, *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n;
-  int st = solve(dv, d->ctrl, 1, NULL, Dq, Dv, Du, err, err_size);
+  double *Dq = dv->trans, *Dv = Dq + (size_t)n * n, *Du = Dv + (size_t)n * n, *qacc = Du + (size_t)n * nu;
+  int st = solve(dv, d->ctrl, 1, qacc, Dq, Dv, Du, err, err_size);
+  // the velocity rows, v' = v + h a; the position rows q' = q + h v' (a ball's: below)
   for (int i = 0; i < n && !st; i++) {
     for (int j = 0; j < n && A; j++) {
       double aq = Dq[(size_t)n * i + j], av = Dv[(size_t)n * i + j], id = i == j;
@@ -260,6 +292,25 @@ int chainfd_transition_derivatives(chainfd_deriv* dv, const mjModel* m, const mj
       double au = Du[(size_t)nu * i + a];
       B[(size_t)nu * i + a] = h * h * au;
       B[(size_t)nu * (n + i) + a] = h * au;
+    }
+  }
+  for (int g = 0; g < n && !st; g++) {  // balls (and free joints' rotations): R^T d + J h dv'
+    if (dv->c->kind[g] != CFD_LINK_BALL) continue;
+    double t[3], Rt[9], J[9];
+    for (int k = 0; k < 3; k++) t[k] = h * (dv->x[n + g + k] + h * qacc[g + k]);
+    ball_step_jacobians(t, Rt, J);
+    for (int r = 0; r < 3; r++) {
+      for (int col = 0; col < nx && A; col++) {
+        double s = 0;  // (J h dv'/dx)[r][col]; dv'/dx's rows are A's rows n + g + k
+        for (int k = 0; k < 3; k++) s += J[3 * r + k] * h * A[(size_t)nx * (n + g + k) + col];
+        if (col >= g && col < g + 3) s += Rt[3 * r + col - g];
+        A[(size_t)nx * (g + r) + col] = s;
+      }
+      for (int a = 0; a < nu && B; a++) {
+        double s = 0;
+        for (int k = 0; k < 3; k++) s += J[3 * r + k] * h * B[(size_t)nu * (n + g + k) + a];
+        B[(size_t)nu * (g + r) + a] = s;
+      }
     }
   }
   return st;

@@ -144,13 +144,25 @@ CFD_HD void cfd_idd_link_momentum(int i, double* w) {
   cfd_mat6_vec(L + CFD_IDD_I, L + CFD_IDD_V, L + CFD_IDD_IV);
 }
 
-// Link i's own acceleration term S qdd_i + ad_V S qd_i into A (qdd NULL: zero; the parents' are
-// added by cfd_idd_tree_sum from the world's [0; -g])
-CFD_HD void cfd_idd_link_acc(int i, const double* qd, const double* qdd, double* w) {
+// Link i's own acceleration term S qdd_i + ad_Vb S qd_i into A (qdd NULL: zero; the parents' are
+// added by cfd_idd_tree_sum from the world's [0; -g]). Vb is V_i, except inside a ball, whose
+// three dofs all move against the velocity before it (joints.h): V_i less the ball's S qd so far
+// (the ball's links' S set).
+CFD_HD void cfd_idd_link_acc(const cfd_chain* c, int i, const double* qd, const double* qdd, double* w) {
   double* L = w + CFD_IDD_LINK * i;
   const double* S = L + CFD_IDD_S;
   double c6[6], qdd_i = qdd ? qdd[i] : 0;
-  cfd_ad(L + CFD_IDD_V, S, c6);
+  if (c->kind[i] == CFD_LINK_BALL_NEXT) {
+    double Vb[6];
+    for (int k = 0; k < 6; k++) Vb[k] = L[CFD_IDD_V + k];
+    for (int m = i;; m--) {
+      for (int k = 0; k < 6; k++) Vb[k] -= w[CFD_IDD_LINK * m + CFD_IDD_S + k] * qd[m];
+      if (c->kind[m] == CFD_LINK_BALL) break;
+    }
+    cfd_ad(Vb, S, c6);
+  } else {
+    cfd_ad(L + CFD_IDD_V, S, c6);
+  }
   for (int k = 0; k < 6; k++) L[CFD_IDD_A + k] = S[k] * qdd_i + c6[k] * qd[i];
 }
 
@@ -177,7 +189,7 @@ CFD_HD void cfd_idd_accel(const cfd_chain* c, const double* qd, const double* qd
   int n = c->n;
   double a0[6];
   cfd_idd_a0(c, a0);
-  for (int i = 0; i < n; i++) cfd_idd_link_acc(i, qd, qdd, w);
+  for (int i = 0; i < n; i++) cfd_idd_link_acc(c, i, qd, qdd, w);
   cfd_idd_tree_sum(c, w, CFD_IDD_A, 0, 6, a0);
   for (int i = 0; i < n; i++) cfd_idd_link_wrench(i, w);
   cfd_idd_subtree_sum(c, w, CFD_IDD_LINK, CFD_IDD_F, 0, 6);
@@ -261,19 +273,31 @@ CFD_HD void cfd_idd_mass(const cfd_chain* c, const double* w, const double* cw, 
     for (int i = j; i >= 0; i = c->parent[i]) M[n * i + j] = M[n * j + i] = cfd_idd_mass_entry(w, cw, i, j);
 }
 
-// Column j's six-vectors (CFD_IDD_SEED doubles), scaled: u = ad_{S_j} V_p, w = ad_{S_j} A_p -
-// ad_u V_p for the subtree's entries, and the subtree wrench's derivatives Gq, Gv for the
-// ancestors'
-enum { CFD_IDD_SU = 0, CFD_IDD_SW = 6, CFD_IDD_GQ = 12, CFD_IDD_GV = 18, CFD_IDD_SEED = 24 };
+// The link whose parent is a dof's "parent" for the derivatives: j itself, or for a ball's dof the
+// ball's first link. A ball's tangent dofs (MuJoCo's: the body turned in its own frame) each turn
+// the whole body, the ball's three screws with it, about the current axis: the subtree of each is
+// the ball's first link's, and the velocity before it is that link's parent's.
+CFD_HD int cfd_idd_joint_first(const cfd_chain* c, int j) {
+  while (c->kind[j] == CFD_LINK_BALL_NEXT) j--;
+  return j;
+}
 
-// Column j's seed, half `part`: 0, u, w and Gq; 1, u and Gv (a GPU takes the halves on two lanes)
+// Column j's six-vectors (CFD_IDD_SEED doubles), scaled: u = ad_{S_j} V_p, w = ad_{S_j} A_p -
+// ad_u V_p for the subtree's entries, the subtree wrench's derivatives Gq, Gv for the ancestors',
+// and for a ball's dof z = ad_{S_j} (the ball's velocity S qd): d A / d qd_j on the body and
+// below is ad_{S_j} V - 2u - z there (the ball's own dofs move against the velocity before it,
+// so its other dofs add no ad_{S_j} S qd), z = 0 for hinges and slides
+enum { CFD_IDD_SU = 0, CFD_IDD_SW = 6, CFD_IDD_GQ = 12, CFD_IDD_GV = 18, CFD_IDD_SZ = 24,
+       CFD_IDD_SEED = 30 };
+
+// Column j's seed, half `part`: 0, u, w and Gq; 1, u, z and Gv (a GPU takes the halves on two lanes)
 CFD_HD void cfd_idd_seed_part(const cfd_chain* c, const double* w, const double* cw, int j,
                               double scale, int part, double* sd) {
   const double zero[6] = {0, 0, 0, 0, 0, 0};
   const double* L = w + CFD_IDD_LINK * j;
   const double* C = cw + CFD_IDD_COMP * j;
   const double* Sj = L + CFD_IDD_S;
-  int par = c->parent[j];
+  int g = c->kind[j] == CFD_LINK_SCREW ? j : cfd_idd_joint_first(c, j), par = c->parent[g];
   const double* Vp = par < 0 ? zero : w + CFD_IDD_LINK * par + CFD_IDD_V;
   double u[6], b[6], G[6], x[6], y[6];
   cfd_ad(Sj, Vp, u);
@@ -294,10 +318,24 @@ CFD_HD void cfd_idd_seed_part(const cfd_chain* c, const double* w, const double*
       sd[CFD_IDD_GQ + k] = scale * (G[k] - x[k] + y[k] - b[k]);
     }
   } else {
+    double z[6] = {0, 0, 0, 0, 0, 0};
     cfd_mat6_vec(C + CFD_IDD_B, Sj, x);
-    cfd_mat6_vec(C + CFD_IDD_IC, u, y);
+    if (c->kind[j] != CFD_LINK_SCREW) {  // the ball's velocity: its last link's V less V_p
+      double Vb[6];
+      int last = g + 2;
+      for (int k = 0; k < 6; k++) Vb[k] = w[CFD_IDD_LINK * last + CFD_IDD_V + k] - Vp[k];
+      cfd_ad(Sj, Vb, z);
+      for (int k = 0; k < 6; k++) b[k] = 2 * u[k] + z[k];
+      cfd_mat6_vec(C + CFD_IDD_IC, b, y);
+    } else {
+      cfd_mat6_vec(C + CFD_IDD_IC, u, y);
+      for (int k = 0; k < 6; k++) y[k] *= 2;
+    }
     cfd_neg_adstar(Sj, C + CFD_IDD_H, b);
-    for (int k = 0; k < 6; k++) sd[CFD_IDD_GV + k] = scale * (-x[k] - 2 * y[k] + b[k]);
+    for (int k = 0; k < 6; k++) {
+      sd[CFD_IDD_GV + k] = scale * (-x[k] - y[k] + b[k]);
+      sd[CFD_IDD_SZ + k] = scale * z[k];
+    }
   }
 }
 
@@ -308,14 +346,15 @@ CFD_HD void cfd_idd_seed(const cfd_chain* c, const double* w, const double* cw, 
 }
 
 // Entry (i, j) of scale d tau / d q (*dq) and d tau / d qd (*dv) from column j's seed sd: i in
-// j's subtree (`in_subtree`) or an ancestor of j
+// j's subtree (`in_subtree`; for a ball's dof the ball's first link's, cfd_idd_joint_first) or an
+// ancestor of it
 CFD_HD void cfd_idd_entry(const double* w, const double* cw, const double* sd, double scale, int i,
                           int j, int in_subtree, double* dq, double* dv) {
   if (in_subtree) {
     const double* Ci = cw + CFD_IDD_COMP * i;
     *dq = cfd_dot6(Ci + CFD_IDD_QV, sd + CFD_IDD_SU) - cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SW);
     *dv = -scale * cfd_dot6(Ci + CFD_IDD_QV, w + CFD_IDD_LINK * j + CFD_IDD_S) -
-          2 * cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SU);
+          2 * cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SU) - cfd_dot6(Ci + CFD_IDD_PV, sd + CFD_IDD_SZ);
   } else {
     const double* Si = w + CFD_IDD_LINK * i + CFD_IDD_S;
     *dq = cfd_dot6(Si, sd + CFD_IDD_GQ);
@@ -332,15 +371,16 @@ CFD_HD void cfd_idd_jacobians(const cfd_chain* c, const double* w, const double*
   int n = c->n;
   for (int j = 0; j < n; j++) {
     double sd[CFD_IDD_SEED], eq, ev;
+    int g = cfd_idd_joint_first(c, j);
     cfd_idd_seed(c, w, cw, j, scale, sd);
-    for (int i = j; i < n; i++) {
-      sub[i] = i == j || (c->parent[i] >= j && sub[c->parent[i]]);
+    for (int i = g; i < n; i++) {
+      sub[i] = i == g || (c->parent[i] >= g && sub[c->parent[i]]);
       if (!sub[i]) continue;
       cfd_idd_entry(w, cw, sd, scale, i, j, 1, &eq, &ev);
       if (Dq) Dq[ld * i + j] = eq;
       if (Dv) Dv[ld * i + j] = ev;
     }
-    for (int i = c->parent[j]; i >= 0; i = c->parent[i]) {
+    for (int i = c->parent[g]; i >= 0; i = c->parent[i]) {
       cfd_idd_entry(w, cw, sd, scale, i, j, 0, &eq, &ev);
       if (Dq) Dq[ld * i + j] = eq;
       if (Dv) Dv[ld * i + j] = ev;

@@ -96,6 +96,21 @@ static void errors(void) {
   mj_deleteModel(other);
   chainfd_deriv_free(dv);
 
+  // ball and free joints: the CPU takes them with Euler and implicitfast; RK4 and the GPU refuse
+  // them, naming the joint
+  mjModel* ball = cfd_load_model(CHAINFD_TEST_MODELS "/ball.xml", err, sizeof err);
+  EXPECT(ball != NULL, "%s", err);
+  if (ball) {
+    EXPECT(chainfd_deriv_create(ball, 0, &dv, err, sizeof err) == 1 &&
+           strstr(err, "is a ball joint: the GPU's derivatives take hinges and slides"),
+           "a ball on the GPU: '%s'", err);
+    ball->opt.integrator = mjINT_RK4;
+    EXPECT(chainfd_deriv_create(ball, CHAINFD_CPU, &dv, err, sizeof err) == 1 &&
+           strstr(err, "is a ball joint: RK4's stages with quaternions"), "a ball with RK4: '%s'", err);
+    printf("ball with RK4: %s\n", err);
+    mj_deleteModel(ball);
+  }
+
   mj_deleteData(d);
   mj_deleteModel(m);
 }

@@ -23,7 +23,7 @@ static __host__ __device__ long warp_doubles(int n, int nu) {
 static __device__ void warp_accel(const cfd_chain* c, const double* qd, const double* qdd, double* w,
                                   int lane) {
   int n = c->n;
-  for (int i = lane; i < n; i += 32) cfd_idd_link_acc(i, qd, qdd, w);
+  for (int i = lane; i < n; i += 32) cfd_idd_link_acc(c, i, qd, qdd, w);
   __syncwarp();
   if (lane < 6) {
     double a0[6];

@@ -35,7 +35,7 @@ __device__ static int anc_or_self(const int* last, int a, int b) { return a <= b
 // The accelerations and wrenches at qdd (NULL: zero) over the block: cfd_idd_accel's stages
 __device__ static void block_accel(const cfd_chain* c, const double* qd, const double* qdd, double* w) {
   int n = c->n, t = threadIdx.x;
-  for (int i = t; i < n; i += blockDim.x) cfd_idd_link_acc(i, qd, qdd, w);
+  for (int i = t; i < n; i += blockDim.x) cfd_idd_link_acc(c, i, qd, qdd, w);
   __syncthreads();
   if (t < 6) {
     double a0[6];
