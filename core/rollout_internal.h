@@ -15,6 +15,11 @@ long cfd_rollout_scan_steps(const chainfd_rollout* r);
 struct cfd_rollout_params;
 const cfd_chain* cfd_rollout_chain(const chainfd_rollout* r);
 const struct cfd_rollout_params* cfd_rollout_params_of(const chainfd_rollout* r);
+// A CPU rollout's forward dynamics at the state x (qpos, qvel in the chain's coordinates) under
+// ctrl, the constraint rows solved from scratch: their scratch (rollout_step.h's CFD_RR layout,
+// stride 1: the zones, D and aref of each), valid until r's next use, or NULL without rows;
+// *status the ABA's
+const double* cfd_rollout_cpu_rows(chainfd_rollout* r, const double* x, const double* ctrl, int* status);
 // r's GPU context on its device (NULL for a CPU rollout; the first of several)
 cfd_gpu_rollout* cfd_rollout_gpu(const chainfd_rollout* r);
 
