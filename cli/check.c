@@ -539,6 +539,24 @@ static void step_transition_fd(const mjModel* m, const mjData* d, mjData* e, dou
   free(xp);
 }
 
+// Which force-limited actuators of e (after mj_forward) sit at or past a force range's end, one bit
+// each (the first 64): a stencil across a change is across the clamp's kink
+static unsigned long long saturated(const mjModel* m, const mjData* e) {
+  unsigned long long bits = 0;
+  for (int j = 0; j < m->nu && j < 64; j++) {
+    if (!m->actuator_forcelimited[j]) continue;
+    const double *gp = m->actuator_gainprm + mjNGAIN * j, *bp = m->actuator_biasprm + mjNBIAS * j;
+    double len = e->actuator_length[j], vel = e->actuator_velocity[j], u = e->ctrl[j];
+    if (m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL))
+      u = fmin(fmax(u, m->actuator_ctrlrange[2 * j]), m->actuator_ctrlrange[2 * j + 1]);
+    double gain = gp[0] + (m->actuator_gaintype[j] == mjGAIN_AFFINE ? gp[1] * len + gp[2] * vel : 0);
+    double bias = m->actuator_biastype[j] == mjBIAS_AFFINE ? bp[0] + bp[1] * len + bp[2] * vel : 0;
+    double f = gain * u + bias;
+    if (f <= m->actuator_forcerange[2 * j] || f >= m->actuator_forcerange[2 * j + 1]) bits |= 1ull << j;
+  }
+  return bits;
+}
+
 // --derivatives: chainfd_deriv_qacc's d qacc / d(q, qvel, ctrl) against central differences of
 // the long-double-refined reference (five points, step 1e-4 scaled by the entry: truncation
 // O(h^4), rounding 1e-15 / h; where constraint rows are active, of MuJoCo's converged constrained
@@ -555,7 +573,7 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   }
   int nv = m->nv, nu = m->nu, nx = 2 * nv, failed = 0;
   // constraint rows (limits, friction loss): the reference is MuJoCo's constrained qacc, its
-  // solver run to convergence (tolerance 1e-15, up to 1000 iterations: the joint rows. Newton method
+  // solver run to convergence (tolerance 1e-15, up to 1000 iterations: the joint rows' Newton method
   // ends exact), for the differences and for mjd_transitionFD alike
   int rows = !(m->opt.disableflags & mjDSBL_CONSTRAINT);
   int any = 0;
@@ -563,6 +581,8 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   for (int i = 0; i < nv; i++) any |= m->dof_frictionloss[i] > 0;
   rows &= any;
   mjModel* mref = rows ? mj_copyModel(NULL, m) : NULL;
+  int forcelimited = 0;
+  for (int j = 0; j < m->nu; j++) forcelimited |= m->actuator_forcelimited[j];
   if (mref) mref->opt.tolerance = 1e-15, mref->opt.iterations = 1000;
   mjData* d = mj_makeData(m);
   mjData* e = mj_makeData(m);
@@ -572,9 +592,11 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   double* f = malloc(sizeof(double) * 4 * nv);
   double* tangent = malloc(sizeof(double) * nv);
   double* col = malloc(sizeof(double) * nv);
+  double* act_len = malloc(sizeof(double) * (nu ? 2 * nu : 1));
+  double* act_vel = act_len + nu;
   double* A = malloc(sizeof(double) * 2 * (size_t)nx * nx);
   double* Bm = malloc(sizeof(double) * 2 * (size_t)nx * (nu ? nu : 1));
-  if (!d || !e || !mine || !ref || !f || !tangent || !col || !A || !Bm) {
+  if (!d || !e || !mine || !ref || !f || !tangent || !col || !act_len || !A || !Bm) {
     printf("out of memory for the derivatives' check\n");
     failed = 1;
   }
@@ -598,6 +620,11 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
       failed = 1;
       break;
     }
+    mj_copyData(e, m, d);  // (the actuators' lengths and velocities at the state)
+    mj_forward(m, e);
+    unsigned long long sat0 = saturated(m, e);
+    mju_copy(act_len, e->actuator_length, nu);
+    mju_copy(act_vel, e->actuator_velocity, nu);
     // with rows active at the state, MuJoCo's converged qacc is the reference and a column whose
     // stencil changes a row's zone (efc_state) is left out: the derivative there is one-sided
     int active = 0, *zone = NULL;
@@ -626,8 +653,9 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
         // bends within solimp's width, 1e-3 by default).
         double x0 = *x, best = INFINITY;
         size_t at0 = (kind == 2 ? 2 * nq2 : kind * nq2) + j, ld = kind == 2 ? nu : nv;
-        int kinked_all = 1;
-        int passes = active ? (kind ? 4 : 2) : 1;
+        int kinked_all = 1, edge = 0;
+        int passes = active ? (kind ? 4 : 2) : forcelimited ? 2 : 1;  // (a second, narrower step
+                                                                        // where a clamp may cross)
         for (int pass = 0; pass < passes && !failed; pass++) {
           double h = (active && kind ? 1e-2 : 1e-4) * pow(0.1, pass) * (scalar ? fmax(1, fabs(x0)) : 1);
           if (kind == 2 && m->actuator_ctrllimited[j] && !(m->opt.disableflags & mjDSBL_CLAMPCTRL)) {
@@ -635,9 +663,23 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
             double lo = m->actuator_ctrlrange[2 * j], hi = m->actuator_ctrlrange[2 * j + 1];
             double gap = fmin(fabs(x0 - lo), fabs(x0 - hi));
             if (gap > 0) h = fmin(h, 0.25 * gap);
+            else edge = 1;  // (at the clamp itself, a keyframe's control: one-sided, left out)
           }
-          int kinked = 0;
-          for (int k = 0; k < 4 && !failed; k++) {
+          if (kind == 2 && m->actuator_forcelimited[j]) {
+            // and off the force range's: the control where gain u + bias (affine, at the state's
+            // actuator length and velocity) meets an end
+            const double *gp = m->actuator_gainprm + mjNGAIN * j, *bp = m->actuator_biasprm + mjNBIAS * j;
+            double len = act_len[j], vel = act_vel[j];
+            double gain = gp[0] + (m->actuator_gaintype[j] == mjGAIN_AFFINE ? gp[1] * len + gp[2] * vel : 0);
+            double bias = m->actuator_biastype[j] == mjBIAS_AFFINE ? bp[0] + bp[1] * len + bp[2] * vel : 0;
+            for (int end = 0; end < 2 && gain != 0; end++) {
+              double gap = fabs(x0 - (m->actuator_forcerange[2 * j + end] - bias) / gain);
+              if (gap > 0) h = fmin(h, 0.25 * gap);
+              else edge = 1;
+            }
+          }
+          int kinked = edge;
+          for (int k = 0; k < 4 && !failed && !edge; k++) {
             mj_copyData(e, m, d);
             if (kind == 0) {
               mju_zero(tangent, nv);
@@ -656,7 +698,10 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
             } else if (cfd_deriv_reference_qacc(dv, m, e, f + k * nv, err, sizeof err)) {
               printf("reference error: %s\n", err);
               failed = 1;
+            } else {
+              mj_forward(m, e);
             }
+            kinked |= saturated(m, e) != sat0;  // (an actuator crossing its force range's end)
           }
           if (kinked) continue;  // (a row's zone changed: this step says nothing)
           kinked_all = 0;
@@ -678,7 +723,14 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
     rows_states += active > 0;
     worst[0] = cfd_worst(worst[0], matrix_rel_err(D[0], ref, nq2));
     worst[1] = cfd_worst(worst[1], matrix_rel_err(D[1], ref + nq2, nq2));
-    if (nu) worst[2] = cfd_worst(worst[2], matrix_rel_err(D[2], ref + 2 * nq2, (size_t)nv * nu));
+    if (nu) {
+      // every actuator saturated (or its control clamped): chainfd's block is exactly zero and
+      // the reference's differences are rounding (below 1e-6), no scale to measure against
+      double top = 0, mtop = 0;
+      for (size_t k = 0; k < (size_t)nv * nu; k++) top = fmax(top, fabs(ref[2 * nq2 + k])), mtop = fmax(mtop, fabs(D[2][k]));
+      if (!(mtop == 0 && top < 1e-6))
+        worst[2] = cfd_worst(worst[2], matrix_rel_err(D[2], ref + 2 * nq2, (size_t)nv * nu));
+    }
     if (failed) continue;
     double* Am = A + (size_t)nx * nx;
     double* Bmj = Bm + (size_t)nx * nu;
@@ -713,15 +765,18 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   if (at_limit)
     printf("  (information) %d states drawn with a joint at its limit were drawn again\n", at_limit);
   if (rows_states)
-    printf("  (information) %d states with active constraint rows (against MuJoCo's converged qacc); "
-           "%d columns whose stencils (every step) changed a row's zone left out\n", rows_states, kinks);
+    printf("  (information) %d states with active constraint rows (against MuJoCo's converged "
+           "qacc)\n", rows_states);
+  if (kinks)
+    printf("  (information) %d columns at a kink left out (every step's stencil changed a row's "
+           "zone or an actuator's saturation, or a control sat on an edge)\n", kinks);
   int tpass = !failed && worst_A <= 1e-5 && worst_B <= 1e-5;
   printf("transition A=%.3e B=%.3e states=%d (against %s, centred, eps 1e-6%s)%s\n", worst_A,
          worst_B, states, m->opt.integrator == mjINT_RK4 ? "differences of mj_step (RK4: "
          "mjd_transitionFD takes none)" : "mjd_transitionFD",
          rows_states ? "; with active rows the closer of 1e-6 and 1e-5" : "", tpass ? "" : "  FAIL");
   pass &= tpass;
-  free(mine); free(ref); free(f); free(tangent); free(col); free(A); free(Bm);
+  free(mine); free(ref); free(f); free(tangent); free(col); free(act_len); free(A); free(Bm);
   mj_deleteData(d);
   mj_deleteData(e);
   if (mref) mj_deleteModel(mref);

@@ -24,7 +24,7 @@ struct chainfd_deriv {
   double* doubles;     // the instance's scratch (deriv_instance.h)
   int* ints;
   double* trans;       // the transitions' scratch (trans_doubles), allocated once
-  double* rows;        // with constraint rows (CPU): M, d a/dx (n x (2n + nu)), and 5n (solve_rows)
+  double* rows;        // with constraint rows (CPU): M, d a/dx (n x (2n + nu)), 5n, 6 an equality
   cfd_deriv_scratch s;
 };
 
@@ -41,8 +41,9 @@ static const char* elem(const mjModel* m, int type, int id, char* buf, int size)
   return buf;
 }
 
-// The first constraint row the derivatives do not take, named (0: none): equalities, and on the
-// GPU friction loss (a GPU batch takes limits where they are not active)
+// The first constraint row the derivatives do not take, named (0: none): on the GPU friction loss
+// and equalities (a GPU batch takes limits where they are not active); the CPU takes the rows the
+// rollouts take)
 static int rows_refused(const mjModel* m, int device, char* err, int size) {
   char b[128];
   int off = m->opt.disableflags;
@@ -52,7 +53,7 @@ static int rows_refused(const mjModel* m, int device, char* err, int size) {
       return fail(err, size, "derivatives refused: joint %s has friction loss (constraint rows: "
                   "the GPU's derivatives of the constrained step are not done yet; the CPU's take "
                   "it)", elem(m, mjOBJ_JOINT, m->dof_jntid[i], b, sizeof b));
-  for (int e = 0; e < m->neq && !(off & mjDSBL_EQUALITY); e++)
+  for (int e = 0; e < m->neq && !(off & mjDSBL_EQUALITY) && device >= 0; e++)
     if (m->eq_active0[e])
       return fail(err, size, "derivatives refused: equality %s is a constraint row (the "
                   "derivatives of the constrained step are not done yet)",
@@ -134,7 +135,8 @@ int chainfd_deriv_create(const mjModel* m, int device, chainfd_deriv** out, char
   dv->ints = malloc(sizeof(int) * n);
   dv->trans = malloc(sizeof(double) * trans_doubles(n, nu));
   if (dv->p->rows && device < 0)
-    dv->rows = malloc(sizeof(double) * ((size_t)n * n + (size_t)n * (2 * n + nu) + 5 * (size_t)n));
+    dv->rows = malloc(sizeof(double) * ((size_t)n * n + (size_t)n * (2 * n + nu) + 5 * (size_t)n +
+                                        6 * (size_t)dv->p->neq));
   if (!dv->x || !dv->doubles || !dv->ints || !dv->trans || (dv->p->rows && device < 0 && !dv->rows)) {
     chainfd_deriv_free(dv);
     return fail(err, err_size, "derivatives: out of memory for %d dofs", n);
@@ -186,6 +188,39 @@ static void row_terms(const cfd_rollout_params* p, const double* rs, int i, doub
 #undef RR
 }
 
+// Joint equality e (rollout_step.h: always quadratic, j = e1 + g e2, g = -p'(q2 - ref2), aref =
+// -B (qd1 + g qd2) - K imp pos, D = imp / ((1 - imp) diagApprox), imp = imp(pos)) at a held: its
+// force f = D (aref - j . a), and the derivatives of its generalized force f j along q1, q2, qd1,
+// qd2 as the coefficients of j (*t: 4) and, along q2, the extra f dj/dq2 = -f p'' on dof 2 (*t2)
+static void eq_terms(const cfd_rollout_params* p, const double* rs, int e, const double* x,
+                     const double* a, double* f, double t[4], double* t2) {
+  int n = p->n;
+  const double* E = p->eqs + CFD_EP_COUNT * e;
+  const double* cf = E + CFD_EP_POLY;
+  const double* RE = rs + (long)(CFD_ROLLOUT_ROW_DOUBLES + 1) * n + (long)e * (n + CFD_ROLLOUT_EQ_SCALARS);
+  long i1 = (long)E[CFD_EP_DOF1], i2 = (long)E[CFD_EP_DOF2];
+  double D = RE[0], aref = RE[1], g = RE[2], v2 = i2 >= 0 ? x[n + i2] : 0, a2 = i2 >= 0 ? a[i2] : 0;
+  double dif = i2 >= 0 ? x[i2] - E[CFD_EP_REF2] : 0, pos, pp = 0;
+  if (i2 >= 0) {
+    pos = x[i1] - E[CFD_EP_REF1] - cf[0] -
+          (cf[1] * dif + cf[2] * dif * dif + cf[3] * dif * dif * dif + cf[4] * dif * dif * dif * dif);
+    pp = 2 * cf[2] + 6 * cf[3] * dif + 12 * cf[4] * dif * dif;  // p''
+  } else {
+    pos = x[i1] - E[CFD_EP_REF1] - cf[0];
+  }
+  double imp = cfd_rollout_impedance(E + CFD_EP_IMP, pos, 0), dimp = impedance_slope(E + CFD_EP_IMP, pos, 0);
+  double R = (1 - imp) * E[CFD_EP_DIAG] / imp, dDdimp = R > 1e-15 ? 1 / ((1 - imp) * (1 - imp) * E[CFD_EP_DIAG]) : 0;
+  double c = aref - (a[i1] + (i2 >= 0 ? g * a2 : 0)), K = E[CFD_EP_K], B = E[CFD_EP_B];
+  *f = D * c;
+  // along q1 (dpos = 1) and q2 (dpos = g, dg = -p'', so dvel = -p'' qd2 and d(j . a) = -p'' a2)
+  double dD1 = dDdimp * dimp, dD2 = dDdimp * dimp * g;
+  t[0] = dD1 * c + D * (-K * (dimp * pos + imp));
+  t[1] = i2 >= 0 ? dD2 * c + D * (-B * (-pp * v2) - K * (dimp * g * pos + imp * g) + pp * a2) : 0;
+  t[2] = -D * B;
+  t[3] = i2 >= 0 ? -D * B * g : 0;
+  *t2 = i2 >= 0 ? -*f * pp : 0;
+}
+
 // As solve (below) with the model's constraint rows (limits, friction loss), on the CPU: the
 // rollouts' solver finds the zones at the state; in them the constrained acceleration a solves
 //   (M + Delta) a = tau - bias + r,
@@ -203,7 +238,8 @@ static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc
   const cfd_rollout_params* p = dv->p;
   const double* v = dv->x + n;
   double *M0 = dv->rows, *dA = M0 + (size_t)n * n, *delta = dA + (size_t)n * cols;
-  double *rr = delta + n, *rq = rr + n, *rv = rq + n, *a = rv + n;
+  double *rr = delta + n, *rq = rr + n, *rv = rq + n, *a = rv + n, *eq = a + n;
+  const double* RE = NULL;  // the equalities' D, aref, g (rollout_step.h's CFD_RE)
   cfd_deriv_applied(p, dv->x, v, u, step, s);
   const double* rs = cfd_rollout_cpu_rows(dv->r, dv->x, u, &st);
   if (st) return fail(err, err_size, "derivatives: the joint-space system is singular");
@@ -214,17 +250,31 @@ static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc
     delta[i] = rr[i] = 0;
     if (rs) cfd_rollout_rows_dof(p, rs, 1, i, &rr[i], &delta[i]);
   }
-  // the constrained acceleration and its derivatives
+  // the constrained acceleration and its derivatives; the equalities join M as D j j^T and the
+  // right-hand side as D aref j
   memcpy(s->M, M0, sizeof(double) * n * n);
   for (int i = 0; i < n; i++) s->M[n * i + i] += c->armature[i] + delta[i];
-  if (cfd_chol_factor(s->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
   for (int i = 0; i < n; i++) a[i] = s->tau[i] - s->bias[i] + rr[i];
+  if (rs) RE = rs + (long)(CFD_ROLLOUT_ROW_DOUBLES + 1) * n;
+  for (int e = 0; e < p->neq; e++) {
+    const double* R = RE + (long)e * (n + CFD_ROLLOUT_EQ_SCALARS);
+    long i1 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF1], i2 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF2];
+    double D = R[0], g = i2 >= 0 ? R[2] : 0;
+    s->M[n * i1 + i1] += D;
+    a[i1] += D * R[1];
+    if (i2 >= 0) {
+      s->M[n * i1 + i2] += D * g, s->M[n * i2 + i1] += D * g, s->M[n * i2 + i2] += D * g * g;
+      a[i2] += D * R[1] * g;
+    }
+  }
+  if (cfd_chol_factor(s->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
   cfd_deriv_chol_solve_rows(s->M, n, a, 0, 1, 1, s->inv);
   for (int i = 0; i < n; i++) {
     double d0, r0;
     if (rs) row_terms(p, rs, i, dv->x[i], a[i], &d0, &r0, &rq[i], &rv[i]);
     else rq[i] = rv[i] = 0;
   }
+  for (int e = 0; e < p->neq; e++) eq_terms(p, rs, e, dv->x, a, &eq[6 * e], &eq[6 * e + 1], &eq[6 * e + 5]);
   int diag = 0;
   for (int i = 0; i < n; i++) diag |= s->diag[i] != 0;
   for (int pass = 0; pass < 1 + (step && diag); pass++) {
@@ -234,6 +284,12 @@ static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc
       for (int i = 0; i < n; i++) s->M[n * i + i] += c->armature[i] + s->diag[i];
       if (cfd_chol_factor(s->M, n, n)) return fail(err, err_size, "derivatives: the joint-space system is singular");
       for (int i = 0; i < n; i++) s->qacc[i] = s->tau[i] - s->bias[i] + rr[i] - delta[i] * a[i];
+      for (int e = 0; e < p->neq; e++) {  // + f j
+        const double* R = RE + (long)e * (n + CFD_ROLLOUT_EQ_SCALARS);
+        long i1 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF1], i2 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF2];
+        s->qacc[i1] += eq[6 * e];
+        if (i2 >= 0) s->qacc[i2] += eq[6 * e] * R[2];
+      }
       cfd_deriv_chol_solve_rows(s->M, n, s->qacc, 0, 1, 1, s->inv);
       acc = s->qacc;
     }
@@ -245,10 +301,31 @@ static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc
       s->X[cols * i + n + i] += s->dv[i] + rv[i];
       for (int k = 0; k < nu; k++) s->X[cols * i + 2 * n + k] = s->du[i * nu + k];
     }
+    for (int e = 0; e < p->neq; e++) {  // the equalities' f j along q1, q2, qd1, qd2, a held
+      const double* R = RE + (long)e * (n + CFD_ROLLOUT_EQ_SCALARS);
+      const double* t = &eq[6 * e + 1];
+      long i1 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF1], i2 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF2];
+      long col[4] = {i1, i2, n + i1, n + i2};
+      for (int k = 0; k < (i2 >= 0 ? 4 : 3); k += (i2 >= 0 ? 1 : 2)) {
+        s->X[cols * i1 + col[k]] += t[k];
+        if (i2 >= 0) s->X[cols * i2 + col[k]] += t[k] * R[2];
+      }
+      if (i2 >= 0) s->X[cols * i2 + i2] += eq[6 * e + 5];
+    }
     if (pass) {
       for (int k = 0; k < nu; k++) s->X[cols * p->act_dof[k] + 2 * n + k] -= s->ddiag[k] * acc[p->act_dof[k]];
       for (int i = 0; i < n; i++)
         for (int k = 0; k < cols; k++) s->X[cols * i + k] -= delta[i] * dA[cols * i + k];
+      for (int e = 0; e < p->neq; e++) {  // - D j j^T da/dx
+        const double* R = RE + (long)e * (n + CFD_ROLLOUT_EQ_SCALARS);
+        long i1 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF1], i2 = (long)p->eqs[CFD_EP_COUNT * e + CFD_EP_DOF2];
+        double D = R[0], g = i2 >= 0 ? R[2] : 0;
+        for (int k = 0; k < cols; k++) {
+          double ja = dA[cols * i1 + k] + (i2 >= 0 ? g * dA[cols * i2 + k] : 0);
+          s->X[cols * i1 + k] -= D * ja;
+          if (i2 >= 0) s->X[cols * i2 + k] -= D * g * ja;
+        }
+      }
     }
     cfd_deriv_chol_solve_rows(s->M, n, s->X, 0, cols, cols, s->inv);
     if (!pass) memcpy(dA, s->X, sizeof(double) * n * cols);
