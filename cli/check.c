@@ -774,7 +774,8 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
   printf("transition A=%.3e B=%.3e states=%d (against %s, centred, eps 1e-6%s)%s\n", worst_A,
          worst_B, states, m->opt.integrator == mjINT_RK4 ? "differences of mj_step (RK4: "
          "mjd_transitionFD takes none)" : "mjd_transitionFD",
-         rows_states ? "; with active rows the closer of 1e-6 and 1e-5" : "", tpass ? "" : "  FAIL");
+         rows_states && m->opt.integrator != mjINT_RK4 ? "; with active rows the closer of 1e-6 and 1e-5" : "",
+         tpass ? "" : "  FAIL");
   pass &= tpass;
   free(mine); free(ref); free(f); free(tangent); free(col); free(act_len); free(A); free(Bm);
   mj_deleteData(d);

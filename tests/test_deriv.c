@@ -100,6 +100,17 @@ static void errors(void) {
   mj_deleteModel(other);
   chainfd_deriv_free(dv);
 
+  // constraint rows the GPU does not take, refused on a device before any is touched (so here too)
+  mjModel* fr = cfd_load_model(CHAINFD_TEST_MODELS "/../constraints/arm_limits_friction.xml", err, sizeof err);
+  EXPECT(fr != NULL, "%s", err);
+  if (fr) {
+    EXPECT(chainfd_deriv_create(fr, 0, &dv, err, sizeof err) == 1 &&
+           strstr(err, "has friction loss (constraint rows: the GPU's derivatives"),
+           "friction loss on the GPU: '%s'", err);
+    printf("friction loss on the GPU: %s\n", err);
+    mj_deleteModel(fr);
+  }
+
   // ball and free joints: the CPU takes them with Euler and implicitfast; RK4 and the GPU refuse
   // them, naming the joint
   mjModel* ball = cfd_load_model(CHAINFD_TEST_MODELS "/ball.xml", err, sizeof err);

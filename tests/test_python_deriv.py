@@ -12,6 +12,7 @@ import chainfd
 from chainfd.derivatives import Derivatives, derivatives
 
 SCENES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenes")
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
@@ -65,6 +66,25 @@ def main():
         raise AssertionError("a ball joint with a spring was taken")
     except chainfd.ChainfdError as e:
         assert "'left_hip' is a ball joint: it has a spring" in str(e), e
+    if device < 0:  # the constrained step (the CPU's): limits and friction loss, against
+        # mjd_transitionFD on the model with its solver converged
+        arm = mujoco.MjModel.from_xml_path(os.path.join(TESTS, "constraints", "arm_limits_friction.xml"))
+        arm.opt.tolerance, arm.opt.iterations = 1e-15, 1000
+        ad = mujoco.MjData(arm)
+        ad.qpos[:] = rng.uniform(arm.jnt_range[:, 0] * 1.1, arm.jnt_range[:, 1] * 1.1)
+        ad.qvel[:] = rng.uniform(-1, 1, arm.nv)
+        ad.ctrl[:] = rng.uniform(-0.5, 0.5, arm.nu)
+        mujoco.mj_forward(arm, ad)
+        qa, _, _, _ = Derivatives(arm).qacc(ad)
+        assert np.abs(qa - ad.qacc).max() < 1e-8 * max(1, np.abs(ad.qacc).max())
+        A, B = Derivatives(arm).transition(ad)
+        nx = 2 * arm.nv
+        Am, Bm = np.empty((nx, nx)), np.empty((nx, arm.nu))
+        mujoco.mjd_transitionFD(arm, ad, 1e-5, 1, Am, Bm, None, None)
+        ea, eb = np.abs(A - Am).max() / np.abs(Am).max(), np.abs(B - Bm).max() / np.abs(Bm).max()
+        print(f"arm with limits and friction loss ({ad.nefc} rows) against mjd_transitionFD: "
+              f"A {ea:.2e} B {eb:.2e}")
+        assert ea < 1e-5 and eb < 1e-5, (ea, eb)
     if device < 0:  # a free base with balls and hinges, in MuJoCo's tangent space (the CPU's)
         snake = mujoco.MjModel.from_xml_path(os.path.join(SCENES, "floating_snake.xml"))
         sd = mujoco.MjData(snake)
