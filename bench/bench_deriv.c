@@ -154,7 +154,7 @@ static void bench_model(const char* spec, int reps, cfd_pool* pool) {
     j.buf[3 * t + 1] = malloc(sizeof(double) * (nx * nx + nx * (nu ? nu : 1)));
     j.buf[3 * t + 2] = malloc(sizeof(double) * (nv + nv * (nu ? nu : 1)));
   }
-  // a thread's calls per batch: about 20 ms of its work, at least one
+  // a thread's calls per batch: enough that a batch outlasts the clock's resolution, at least one
   int fd_calls = t_fd > 2e4 ? 1 : (int)(2e4 / t_fd) + 1, qv_calls = t_qv > 2e4 ? 1 : (int)(2e4 / t_qv) + 1;
   int all_reps = t_fd > 1e6 ? 1 : reps;
   double all_fd = all_cores(pool, &j, MJD_C, fd_calls, all_reps);
