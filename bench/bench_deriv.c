@@ -127,7 +127,7 @@ static void bench_model(const char* spec, int reps, cfd_pool* pool) {
   double* a = malloc(sizeof(double) * nx * nx);
   double* b = malloc(sizeof(double) * (nx * nx + nx * (nu ? nu : 1)));
   double* c = malloc(sizeof(double) * (nv + nv * (nu ? nu : 1)));
-  // calls per batch: about a millisecond of mjd_transitionFD
+  // calls per batch: enough mjd_transitionFD calls to outlast the clock's resolution
   double one = time_calls(MJD_C, 1, 1, dv, m, d, a, b, c);
   int calls_fd = one > 1000 ? 1 : (int)(1000 / (one > 1 ? one : 1)) + 1;
   // (past a second a call, the first call is the figure and forward differences are skipped)
