@@ -197,6 +197,10 @@ int main(int argc, char** argv) {
   printf("# one core and %d threads, medians of %d batches; mjd_transitionFD centred, eps 1e-6\n",
          threads, reps);
   cfd_pool* pool = cfd_pool_start(threads);
+  if (!pool) {
+    fprintf(stderr, "chainfd-bench-deriv: cannot start %d threads\n", threads);
+    return 1;
+  }
   for (int k = 0; k < nmodels; k++) bench_model(models[k], reps, pool);
   cfd_pool_stop(pool);
   return 0;

@@ -699,7 +699,7 @@ static void deriv_latency(const char* spec, int maxN) {
   int n = m->nv, nu = m->nu, cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   chainfd_deriv* gpu;
   if (chainfd_deriv_create(m, 0, &gpu, err, sizeof err)) { fprintf(stderr, "%s\n", err); return; }
-  cfd_pool* pool = cfd_pool_start(cores);
+  cfd_pool* pool = NEED(cfd_pool_start(cores));
   lat_job j = {calloc(cores, sizeof(chainfd_deriv*)), 0, n, NULL, NULL, NULL, NULL, nu, 0};
   for (int t = 0; t < cores; t++)
     if (chainfd_deriv_create(m, CHAINFD_CPU, &j.dv[t], err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
@@ -829,7 +829,7 @@ static void deriv_long(const char* spec) {
     for (int i = 0; i < m->nv; i++) j.d[t]->qvel[i] += 1e-3 * t;  // (each its own state)
     j.A[t] = NEED(malloc(sizeof(double) * 4 * nn));
   }
-  cfd_pool* pool = cfd_pool_start(cores);
+  cfd_pool* pool = NEED(cfd_pool_start(cores));
   a = now();
   cfd_pool_run(pool, fd_worker, &j);
   double t_fd = (now() - a) * 1e6;

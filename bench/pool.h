@@ -1,7 +1,8 @@
 // pool.h: a persistent pool of spinning worker threads for the benchmarks' all-cores figures, so
 // that a timed batch pays a wake-up through a shared counter, not a thread's creation.
 //
-//   cfd_pool* p = cfd_pool_start(T);       // T threads: the caller is worker 0, T - 1 spin
+//   cfd_pool* p = cfd_pool_start(T);       // T threads: the caller is worker 0, T - 1 spin; NULL
+//                                          // when they cannot be had
 //   cfd_pool_run(p, fn, arg);              // fn(arg, t, T) on every worker, returns when all have
 //   cfd_pool_stop(p);
 #ifndef CHAINFD_BENCH_POOL_H
@@ -38,14 +39,27 @@ static void* cfd_pool_worker(void* a) {
   }
 }
 
+// NULL when the memory or a thread cannot be had (the threads already started stopped again)
 static cfd_pool* cfd_pool_start(int T) {
   cfd_pool* p = calloc(1, sizeof *p);
+  if (!p) return NULL;
   p->T = T < 1 ? 1 : T;
   p->tid = calloc(p->T, sizeof(pthread_t));
+  if (!p->tid) {
+    free(p);
+    return NULL;
+  }
   for (int t = 1; t < p->T; t++) {
     cfd_pool_slot* s = malloc(sizeof *s);
-    s->p = p, s->t = t;
-    pthread_create(&p->tid[t], NULL, cfd_pool_worker, s);
+    if (s) s->p = p, s->t = t;
+    if (!s || pthread_create(&p->tid[t], NULL, cfd_pool_worker, s)) {
+      free(s);
+      atomic_store(&p->stop, 1);
+      for (int k = 1; k < t; k++) pthread_join(p->tid[k], NULL);
+      free(p->tid);
+      free(p);
+      return NULL;
+    }
   }
   return p;
 }

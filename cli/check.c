@@ -572,13 +572,14 @@ static int check_derivatives(mjModel* m, int states, unsigned long long seed, do
     return 1;
   }
   int nv = m->nv, nu = m->nu, nx = 2 * nv, failed = 0;
-  // constraint rows (limits, friction loss): the reference is MuJoCo's constrained qacc, its
-  // solver run to convergence (tolerance 1e-15, up to 1000 iterations: the joint rows' Newton method
-  // ends exact), for the differences and for mjd_transitionFD alike
-  int rows = !(m->opt.disableflags & mjDSBL_CONSTRAINT);
-  int any = 0;
-  for (int j = 0; j < m->njnt; j++) any |= m->jnt_limited[j];
-  for (int i = 0; i < nv; i++) any |= m->dof_frictionloss[i] > 0;
+  // constraint rows (limits, friction loss, equalities), as the model's flags leave them: the
+  // reference is MuJoCo's constrained qacc, its solver run to convergence (tolerance 1e-15, up to
+  // 1000 iterations: the joint rows' Newton method ends exact), for the differences and for
+  // mjd_transitionFD alike
+  int off = m->opt.disableflags, rows = !(off & mjDSBL_CONSTRAINT), any = 0;
+  for (int j = 0; j < m->njnt && !(off & mjDSBL_LIMIT); j++) any |= m->jnt_limited[j];
+  for (int i = 0; i < nv && !(off & mjDSBL_FRICTIONLOSS); i++) any |= m->dof_frictionloss[i] > 0;
+  for (int k = 0; k < m->neq && !(off & mjDSBL_EQUALITY); k++) any |= m->eq_active0[k];
   rows &= any;
   mjModel* mref = rows ? mj_copyModel(NULL, m) : NULL;
   int forcelimited = 0;

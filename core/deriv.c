@@ -275,8 +275,9 @@ static int solve_rows(chainfd_deriv* dv, const double* u, int step, double* qacc
     else rq[i] = rv[i] = 0;
   }
   for (int e = 0; e < p->neq; e++) eq_terms(p, rs, e, dv->x, a, &eq[6 * e], &eq[6 * e + 1], &eq[6 * e + 5]);
-  int diag = 0;
+  int diag = 0;  // the step's system differs (diag) or its control term does (ddiag)
   for (int i = 0; i < n; i++) diag |= s->diag[i] != 0;
+  for (int k = 0; k < nu; k++) diag |= s->ddiag[k] != 0;
   for (int pass = 0; pass < 1 + (step && diag); pass++) {
     const double* acc = a;
     if (pass) {  // the step's system: M + diag, the constraint force r - Delta a added

@@ -14,8 +14,9 @@
 #include "test_util.h"
 
 // qacc against mj_forward; one mj_step from x + dx, u + du against x' + A dx + B du (second order
-// in the perturbation: perturbations of 1e-6 leave about 1e-6 of the change; bound 1e-3 of it)
-static void against_mujoco(const char* spec, int integrator) {
+// in the perturbation: perturbations of 1e-6 leave about 1e-6 of the change; bound 1e-3 of it);
+// the controls scaled by ctrl_scale (0: at zero control)
+static void against_mujoco_at(const char* spec, int integrator, double ctrl_scale) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
   EXPECT(m != NULL, "%s: %s", spec, err);
@@ -27,7 +28,7 @@ static void against_mujoco(const char* spec, int integrator) {
   mjData* d = mj_makeData(m);
   mjData* e = mj_makeData(m);
   for (int i = 0; i < nv; i++) d->qpos[i] = 0.3 * sin(1.7 * i + 0.4), d->qvel[i] = 0.5 * cos(2.3 * i);
-  for (int a = 0; a < nu; a++) d->ctrl[a] = 0.2 * sin(a + 1.0);
+  for (int a = 0; a < nu; a++) d->ctrl[a] = ctrl_scale * 0.2 * sin(a + 1.0);
   double* qacc = malloc(sizeof(double) * nv);
   double* A = malloc(sizeof(double) * nx * nx);
   double* B = malloc(sizeof(double) * nx * (nu ? nu : 1));
@@ -68,6 +69,8 @@ static void against_mujoco(const char* spec, int integrator) {
   chainfd_deriv_free(dv);
   mj_deleteModel(m);
 }
+
+static void against_mujoco(const char* spec, int integrator) { against_mujoco_at(spec, integrator, 1); }
 
 static void errors(void) {
   char err[1024];
@@ -237,6 +240,8 @@ int main(int argc, char** argv) {
   against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                  "stiffness=0.5,actuators=1", mjINT_IMPLICITFAST);
   against_mujoco(CHAINFD_TEST_MODELS "/clamped_affine.xml", mjINT_IMPLICITFAST);
+  // the constrained path at zero control: implicitfast's diagonal zero, its control term not
+  against_mujoco_at(CHAINFD_TEST_MODELS "/velocity_gain_limits.xml", mjINT_IMPLICITFAST, 0);
   against_mujoco(CHAINFD_SCENES_DIR "/arm7.xml", mjINT_RK4);  // (four stages, chained)
   against_mujoco("chain:16,random=1,seed=21,branch=0.3,slide=0.2,damping=0.2,armature=0.02,"
                  "stiffness=0.5,actuators=1", mjINT_RK4);

@@ -20,7 +20,8 @@ struct deriv_local {
 template <int N, int U>
 __global__ void __launch_bounds__(128)
 deriv_thread_kernel(cfd_chain c, cfd_rollout_params p, int B, const double* __restrict__ x,
-                    const double* __restrict__ u, double* Dq, double* Dv, double* Du, int* status) {
+                    const double* __restrict__ u, double* Dq, double* Dv, double* Du,
+                    unsigned long long* flag) {
   int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   int n = p.n, nu = p.nu, cols = 2 * n + nu;
@@ -30,7 +31,7 @@ deriv_thread_kernel(cfd_chain c, cfd_rollout_params p, int B, const double* __re
   const double* xb = x + (size_t)b * 2 * n;
   cfd_deriv_applied(&p, xb, xb + n, u ? u + (size_t)b * nu : NULL, 0, &s);
   if (cfd_deriv_solve(&c, &p, xb + n, Dq != NULL, Dv != NULL, Du != NULL, &s)) {
-    atomicMax(status, 1);
+    cfd_gpu_deriv_fail(flag, 1, b);
     return;
   }
   for (int i = 0; i < n; i++) {
@@ -48,24 +49,24 @@ extern "C" int cfd_variant_deriv_thread(cfd_gpu_rollout* r, int B, const double*
   cfd_rollout_params p;
   int device;
   cudaStream_t stream;
-  int* flags;
-  cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flags);
+  unsigned long long* flag;  // at rest (0) between batches
+  cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flag);
   if (p.n > 16 || p.nu > 16) {
     snprintf(err, err_size, "deriv thread variant: up to 16 dofs and controls");
     return 1;
   }
   cudaSetDevice(device);
-  cudaMemsetAsync(flags, 0, sizeof(int), stream);
   int threads = 128, blocks = (B + threads - 1) / threads;
   if (p.n <= 8 && p.nu <= 8)
-    deriv_thread_kernel<8, 8><<<blocks, threads, 0, stream>>>(c, p, B, x, u, Dq, Dv, Du, flags);
+    deriv_thread_kernel<8, 8><<<blocks, threads, 0, stream>>>(c, p, B, x, u, Dq, Dv, Du, flag);
   else
-    deriv_thread_kernel<16, 16><<<blocks, threads, 0, stream>>>(c, p, B, x, u, Dq, Dv, Du, flags);
-  int got = 0;
+    deriv_thread_kernel<16, 16><<<blocks, threads, 0, stream>>>(c, p, B, x, u, Dq, Dv, Du, flag);
+  unsigned long long got = 0;
   cudaError_t e = cudaGetLastError();
-  if (!e) e = cudaMemcpyAsync(&got, flags, sizeof got, cudaMemcpyDeviceToHost, stream);
+  if (!e) e = cudaMemcpyAsync(&got, flag, sizeof got, cudaMemcpyDeviceToHost, stream);
   if (!e) e = cudaStreamSynchronize(stream);
   if (e || got) {
+    cfd_gpu_deriv_flag_reset(flag, stream);
     snprintf(err, err_size, "deriv thread variant: %s", e ? cudaGetErrorString(e) : "singular");
     return 1;
   }

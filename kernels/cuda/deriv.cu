@@ -48,12 +48,11 @@ struct entry_walk {
   }
 };
 
-// status: 0, 1 (an instance's system singular), 2 (an instance at a joint limit); the lowest such
-// instance in *which (both at rest {0, INT_MAX}: cfd_gpu_deriv_flags_reset)
+// A failing instance (its system singular, or at a joint limit) into the flag (cfd_gpu_deriv_fail)
 __global__ void __launch_bounds__(96)
 deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
                   const double* __restrict__ x, const double* __restrict__ u, double* Dq, double* Dv,
-                  double* Du, int* status, int* which) {
+                  double* Du, unsigned long long* flag) {
   extern __shared__ double smem[];
   int lane = threadIdx.x & 31, b = blockIdx.x * per_block + (threadIdx.x >> 5);
   if (b >= B) return;  // (the whole warp)
@@ -77,7 +76,7 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
     limit |= P && P[CFD_RP_LIMITED] && (xi - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - xi < P[CFD_RP_MARGIN]);
   }
   if (__any_sync(FULL, limit)) {
-    if (lane == 0) atomicMax(status, 2), atomicMin(which, b);
+    if (lane == 0) cfd_gpu_deriv_fail(flag, 2, b);
     return;
   }
   __syncwarp();
@@ -126,7 +125,7 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
     }
     d = __shfl_sync(FULL, d, 0);
     if (!(d > 0)) {
-      if (lane == 0) atomicMax(status, 1), atomicMin(which, b);
+      if (lane == 0) cfd_gpu_deriv_fail(flag, 1, b);
       return;
     }
     double inv = 1 / d;
@@ -178,9 +177,8 @@ deriv_warp_kernel(cfd_chain c, cfd_rollout_params p, int B, int per_block,
       Du[(size_t)b * n * nu + (size_t)nu * e.i + e.j] = s.X[cols * e.i + 2 * n + e.j];
 }
 
-cudaError_t cfd_gpu_deriv_flags_reset(int* flags, cudaStream_t stream) {
-  static const int rest[2] = {0, 0x7fffffff};
-  cudaError_t e = cudaMemcpyAsync(flags, rest, sizeof rest, cudaMemcpyHostToDevice, stream);
+cudaError_t cfd_gpu_deriv_flag_reset(unsigned long long* flag, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(flag, 0, sizeof *flag, stream);
   return e ? e : cudaStreamSynchronize(stream);
 }
 
@@ -195,8 +193,8 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   cfd_rollout_params p;
   int device;
   cudaStream_t stream;
-  int* flags;  // status, instance
-  cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flags);
+  unsigned long long* flag;  // cfd_gpu_deriv_fail's
+  cfd_gpu_rollout_model(r, &c, &p, &device, &stream, &flag);
   int n = p.n, nu = p.nu;
   int warp = n <= 32 && nu <= 32;  // else an instance at a time (cuda/deriv_long.cu)
   cudaError_t e = cudaSetDevice(device);
@@ -219,8 +217,8 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
   }
   if (!warp) {
     if (cfd_gpu_deriv_long_run(cfd_gpu_rollout_deriv_long(r), &c, &p, stream, B, dx, du_in, dq, dv, dU,
-                               flags, err, err_size)) {
-      cudaStreamSynchronize(stream);
+                               flag, err, err_size)) {
+      cfd_gpu_deriv_flag_reset(flag, stream);  // (what ran before the failure may have set it)
       return 1;
     }
   } else {
@@ -233,27 +231,32 @@ int cfd_gpu_deriv_batch(cfd_gpu_rollout* r, int B, const double* x, const double
       e = cudaFuncSetAttribute(deriv_warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     int blocks = (B + per_block - 1) / per_block;
     if (!e) {
-      deriv_warp_kernel<<<blocks, 32 * per_block, bytes * per_block, stream>>>(c, p, B, per_block, dx, du_in, dq, dv, dU, flags, flags + 1);
+      deriv_warp_kernel<<<blocks, 32 * per_block, bytes * per_block, stream>>>(c, p, B, per_block, dx, du_in, dq, dv, dU, flag);
       e = cudaGetLastError();
     }
   }
-  int* got = cfd_gpu_rollout_deriv_flags_host(r);
-  got[0] = 0;
-  if (!e) e = cudaMemcpyAsync(got, flags, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream);
+  unsigned long long* got = cfd_gpu_rollout_deriv_flag_host(r);
+  *got = 0;
+  if (!e) e = cudaMemcpyAsync(got, flag, sizeof *got, cudaMemcpyDeviceToHost, stream);
   if (!e && where == CFD_HOST) {
     if (Dq) e = cudaMemcpyAsync(Dq, dq, sizeof(double) * nqq, cudaMemcpyDeviceToHost, stream);
     if (!e && Dv) e = cudaMemcpyAsync(Dv, dv, sizeof(double) * nqq, cudaMemcpyDeviceToHost, stream);
     if (!e && Du) e = cudaMemcpyAsync(Du, dU, sizeof(double) * nqu, cudaMemcpyDeviceToHost, stream);
   }
   if (!e) e = cudaStreamSynchronize(stream);
-  if (e) return fail(err, err_size, "the batch", e);
-  if (got[0]) {
-    e = cfd_gpu_deriv_flags_reset(flags, stream);
+  if (e) {
+    fail(err, err_size, "the batch", e);
+    cfd_gpu_deriv_flag_reset(flag, stream);  // (for the next batch, where the context survives)
+    return 1;
+  }
+  if (*got) {
+    int status = (int)(*got >> 32), which = 0x7fffffff - (int)(*got & 0xffffffffu);
+    e = cfd_gpu_deriv_flag_reset(flag, stream);
     if (e) return fail(err, err_size, "resetting the status", e);
-    snprintf(err, err_size, "GPU derivatives: instance %d: %s", got[1],
-             got[0] == 3 ? "the links are not numbered depth first (the long chains' kernels need "
+    snprintf(err, err_size, "GPU derivatives: instance %d: %s", which,
+             status == 3 ? "the links are not numbered depth first (the long chains' kernels need "
                            "subtrees as index ranges)"
-             : got[0] == 2 ? "a joint at its limit (an active constraint row: the derivatives of the "
+             : status == 2 ? "a joint at its limit (an active constraint row: the derivatives of the "
                              "constrained step are not done yet)"
                            : "the joint-space system is singular");
     return 1;

@@ -52,7 +52,7 @@ __device__ static void block_accel(const cfd_chain* c, const double* qd, const d
 // Instance b: applied forces, kinematics, bias, composites; last[] and the preorder check (ints[n])
 __global__ void __launch_bounds__(LONG_THREADS)
 long_first(cfd_chain c, cfd_rollout_params p, int b, const double* x, const double* u, double* base,
-           int* ints, int* status, int* which) {
+           int* ints, unsigned long long* flag) {
   int n = p.n, nu = p.nu, t = threadIdx.x, T = blockDim.x;
   cfd_deriv_scratch s;
   cfd_deriv_scratch_at(&s, n, nu, base, NULL);
@@ -62,7 +62,7 @@ long_first(cfd_chain c, cfd_rollout_params p, int b, const double* x, const doub
   for (int i = t; i < n; i += T) {
     const double* P = p.rows ? p.rows + CFD_RP_COUNT * i : NULL;  // a limit's row (rollout_step.h)
     if (P && P[CFD_RP_LIMITED] && (xb[i] - P[CFD_RP_LO] < P[CFD_RP_MARGIN] || P[CFD_RP_HI] - xb[i] < P[CFD_RP_MARGIN]))
-      atomicMax(status, 2), atomicMin(which, b);
+      cfd_gpu_deriv_fail(flag, 2, b);
     cfd_deriv_applied_dof(&p, i, xb, v, ub, 0, &s);
   }
   __syncthreads();
@@ -174,9 +174,9 @@ __global__ void long_out(int n, int nu, const double* base, int b, double* Dq, d
 }
 
 // A factorisation's or solve's failure, and a tree not depth first, into the flags
-__global__ void long_check(const int* info, const int* ints, int n, int b, int* status, int* which) {
-  if (info[0] || info[1]) atomicMax(status, 1), atomicMin(which, b);
-  if (!ints[n]) atomicMax(status, 3), atomicMin(which, b);
+__global__ void long_check(const int* info, const int* ints, int n, int b, unsigned long long* flag) {
+  if (info[0] || info[1]) cfd_gpu_deriv_fail(flag, 1, b);
+  if (!ints[n]) cfd_gpu_deriv_fail(flag, 3, b);
 }
 
 static int fail(char* err, int size, const char* what, const char* why) {
@@ -186,7 +186,7 @@ static int fail(char* err, int size, const char* what, const char* why) {
 
 int cfd_gpu_deriv_long_run(cfd_gpu_deriv_long** slot, const cfd_chain* c, const cfd_rollout_params* p,
                            cudaStream_t stream, int B, const double* x, const double* u, double* Dq,
-                           double* Dv, double* Du, int* flags, char* err, int err_size) {
+                           double* Dv, double* Du, unsigned long long* flag, char* err, int err_size) {
   int n = p->n, nu = p->nu, cols = 2 * n + nu;
   cfd_gpu_deriv_long* L = *slot;
   cudaError_t e = cudaSuccess;
@@ -218,7 +218,7 @@ int cfd_gpu_deriv_long_run(cfd_gpu_deriv_long** slot, const cfd_chain* c, const 
   cfd_deriv_scratch_at(&s, n, nu, L->scratch, NULL);
   long nn = (long)n * n, nc = (long)n * cols;
   for (int b = 0; b < B; b++) {
-    long_first<<<1, LONG_THREADS, 0, stream>>>(*c, *p, b, x, u, L->scratch, L->ints, flags, flags + 1);
+    long_first<<<1, LONG_THREADS, 0, stream>>>(*c, *p, b, x, u, L->scratch, L->ints, flag);
     long_mass<<<(unsigned)((nn + 255) / 256), 256, 0, stream>>>(*c, nu, L->scratch, L->ints);
     if (cusolverDnDpotrf(L->solver, CUBLAS_FILL_MODE_LOWER, n, s.M, n, L->work, L->lwork, L->info) ||
         cusolverDnDpotrs(L->solver, CUBLAS_FILL_MODE_LOWER, n, 1, s.M, n, s.qacc, n, L->info + 1))
@@ -230,7 +230,7 @@ int cfd_gpu_deriv_long_run(cfd_gpu_deriv_long** slot, const cfd_chain* c, const 
         cusolverDnDpotrs(L->solver, CUBLAS_FILL_MODE_LOWER, n, last - first, s.M, n, s.X + (long)first * n,
                          n, L->info + 1))
       return fail(err, err_size, "cuSOLVER", "potrs failed to launch");
-    long_check<<<1, 1, 0, stream>>>(L->info, L->ints, n, b, flags, flags + 1);
+    long_check<<<1, 1, 0, stream>>>(L->info, L->ints, n, b, flag);
     long m = nn > (long)n * nu ? nn : (long)n * nu;
     long_out<<<(unsigned)((m + 255) / 256), 256, 0, stream>>>(n, nu, L->scratch, b, Dq, Dv, Du);
     e = cudaGetLastError();

@@ -168,19 +168,19 @@ cudaError_t cfd_gpu_chain_upload(const cfd_chain* c, int joint_frames, cfd_chain
                                  cfd_chain* dev_jf);
 void cfd_gpu_chain_free(cfd_chain* dev, cfd_chain* dev_jf);
 
-// A GPU rollout's device copies of its chain and step parameters, its device and stream, and two
-// device ints for the derivatives' status (for cuda/deriv.cu, which shares them)
+// A GPU rollout's device copies of its chain and step parameters, its device and stream, and the
+// derivatives' device flag (for cuda/deriv.cu, which shares it)
 struct cfd_rollout_params;
 void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain,
                            struct cfd_rollout_params* params, int* device, cudaStream_t* stream,
-                           int** deriv_flags);
+                           unsigned long long** deriv_flag);
 // Its device block of at least `doubles` for the derivatives' staging of host arrays (grown, kept
 // for the next batch); NULL when out of memory
 double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles);
-// Its pinned host pair the derivatives' flags are copied into
-int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r);
+// Its pinned host word the derivatives' flag is copied into
+unsigned long long* cfd_gpu_rollout_deriv_flag_host(cfd_gpu_rollout* r);
 // The long chains' derivatives (cuda/deriv_long.cu): their context, made on first use and kept in
-// the rollout's slot; a batch from device arrays on the rollout's stream, flags as cuda/deriv.cu's
+// the rollout's slot; a batch from device arrays on the rollout's stream, the flag as cuda/deriv.cu's
 // (status 3: links not numbered depth first); asynchronous, so the caller synchronises
 typedef struct cfd_gpu_deriv_long cfd_gpu_deriv_long;
 cfd_gpu_deriv_long** cfd_gpu_rollout_deriv_long(cfd_gpu_rollout* r);
@@ -188,16 +188,23 @@ void cfd_gpu_deriv_long_free(cfd_gpu_deriv_long* L);
 int cfd_gpu_deriv_long_run(cfd_gpu_deriv_long** slot, const cfd_chain* c,
                            const struct cfd_rollout_params* p, cudaStream_t stream, int B,
                            const double* x, const double* u, double* Dq, double* Dv, double* Du,
-                           int* flags, char* err, int err_size);
-// The derivatives' device flags back to rest, {0, INT_MAX}: each batch reads them and resets them
-// only after a failure (cuda/deriv.cu)
-cudaError_t cfd_gpu_deriv_flags_reset(int* flags, cudaStream_t stream);
+                           unsigned long long* flag, char* err, int err_size);
+// The derivatives' device flag back to rest (0): each batch reads it and resets it only after a
+// failure (cuda/deriv.cu)
+cudaError_t cfd_gpu_deriv_flag_reset(unsigned long long* flag, cudaStream_t stream);
 
 #ifdef __CUDACC__
 // A kernel's failure into the error flag (cfd_gpu_error_flag): a plain store, since the flag may
 // be host memory across the bus, where atomics need the platform's support; any failing thread's
 // code will do.
 __device__ __forceinline__ void cfd_gpu_raise(int* flag, int code) { *(volatile int*)flag = code; }
+
+// Instance b's failure (status 1 singular, 2 at a limit, 3 not depth first) into the derivatives'
+// flag: the status in the high word and INT_MAX - b in the low, so one atomicMax keeps the highest
+// status and, among its instances, the lowest, and the message names an instance that has it
+__device__ __forceinline__ void cfd_gpu_deriv_fail(unsigned long long* flag, int status, int b) {
+  atomicMax(flag, (unsigned long long)status << 32 | (unsigned)(0x7fffffff - b));
+}
 
 // The GPU's nanosecond clock (one for all SMs)
 __device__ __forceinline__ unsigned long long cfd_gpu_clock_ns(void) {

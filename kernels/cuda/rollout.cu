@@ -53,8 +53,8 @@ struct cfd_gpu_rollout {
   int distinct_dofs;            // every actuator drives its own joint
   double *work, *init, *ctrl, *out;
   rollout_flags* flags;
-  int* deriv_flags;             // the derivatives' status and instance (cuda/deriv.cu), and
-  int* deriv_flags_host;        // their pinned host copy
+  unsigned long long* deriv_flag;       // the derivatives' status and instance (cuda/deriv.cu),
+  unsigned long long* deriv_flag_host;  // and its pinned host copy
   double* deriv_stage;          // and their staging of host arrays, grown as batches need
   size_t deriv_stage_doubles;
   cfd_gpu_deriv_long* deriv_long;  // the long chains' derivatives (cuda/deriv_long.cu), made on use
@@ -688,9 +688,9 @@ void cfd_gpu_rollout_free(cfd_gpu_rollout* r) {
   cfd_gpu_chain_free(&r->chain, &r->chain_jf);
   cudaFree(r->param_block);
   cudaFree(r->work); cudaFree(r->init); cudaFree(r->ctrl); cudaFree(r->out); cudaFree(r->flags);
-  cudaFree(r->deriv_flags);
+  cudaFree(r->deriv_flag);
   cudaFree(r->deriv_stage);
-  cudaFreeHost(r->deriv_flags_host);
+  cudaFreeHost(r->deriv_flag_host);
   cfd_gpu_deriv_long_free(r->deriv_long);
   cudaFree(r->warn);
   cfd_gpu_free(r->scan);  // (before the stream it borrows)
@@ -705,7 +705,7 @@ static cudaError_t copy_up(void* dst, const void* src, size_t bytes) {
   return bytes ? cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
 }
 
-int* cfd_gpu_rollout_deriv_flags_host(cfd_gpu_rollout* r) { return r->deriv_flags_host; }
+unsigned long long* cfd_gpu_rollout_deriv_flag_host(cfd_gpu_rollout* r) { return r->deriv_flag_host; }
 
 cfd_gpu_deriv_long** cfd_gpu_rollout_deriv_long(cfd_gpu_rollout* r) { return &r->deriv_long; }
 
@@ -720,8 +720,8 @@ double* cfd_gpu_rollout_deriv_stage(cfd_gpu_rollout* r, size_t doubles) {
 }
 
 void cfd_gpu_rollout_model(const cfd_gpu_rollout* r, cfd_chain* chain, cfd_rollout_params* params,
-                           int* device, cudaStream_t* stream, int** deriv_flags) {
-  *deriv_flags = r->deriv_flags;
+                           int* device, cudaStream_t* stream, unsigned long long** deriv_flag) {
+  *deriv_flag = r->deriv_flag;
   *chain = r->chain;
   *params = r->params;
   *device = r->device;
@@ -789,9 +789,9 @@ int cfd_gpu_rollout_create(const cfd_chain* c, const cfd_rollout_params* p, int 
   r->params.act_dof = (const int*)d;
   if (!e) e = copy_up(d, p->act_dof, sizeof(int) * nu);
   if (!e) e = cudaMalloc(&r->flags, sizeof(rollout_flags));
-  if (!e) e = cudaMalloc(&r->deriv_flags, 2 * sizeof(int));
-  if (!e) e = cudaHostAlloc(&r->deriv_flags_host, 2 * sizeof(int), cudaHostAllocDefault);
-  if (!e) e = cfd_gpu_deriv_flags_reset(r->deriv_flags, r->stream);
+  if (!e) e = cudaMalloc(&r->deriv_flag, sizeof *r->deriv_flag);
+  if (!e) e = cudaHostAlloc(&r->deriv_flag_host, sizeof *r->deriv_flag_host, cudaHostAllocDefault);
+  if (!e) e = cfd_gpu_deriv_flag_reset(r->deriv_flag, r->stream);
   if (e) {
     fail(err, err_size, "uploading the model", e);
     cfd_gpu_rollout_free(r);
