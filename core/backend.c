@@ -17,6 +17,8 @@ static const cfd_backend backends[] = {
      cfd_jsiia_work_size, cfd_fd_jsiia_cpu, NULL, 0, 0, -1},
     {"cpu.cfa", "constraint force algorithm, odd-even elimination (eq. 9-19, Algorithm 2)",
      cfd_cfa_work_size, cfd_fd_cfa_cpu, NULL, 1, 1, -1},
+    {"cpu.dca", "divide and conquer, the ABA inside each subsystem (DCAe, paper 004)",
+     cfd_dca_work_size, cfd_fd_dca_cpu, NULL, 0, 2, -1},
     {"cuda.abia", "articulated-body algorithm on a CUDA device", NULL, NULL, NULL, 0, 0,
      CFD_GPU_ABIA},
     {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, NULL, 0,
@@ -40,14 +42,16 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
                          int why_size) {
   if (b->needs_serial)
     for (int i = 0; i < c->n; i++)
-      if (c->parent[i] != i - 1 || c->kind[i] != CFD_LINK_SCREW) {
+      if (c->parent[i] != i - 1 || (b->needs_serial == 1 && c->kind[i] != CFD_LINK_SCREW)) {
         char body[128], jnt[128];
-        int ball = c->kind[i] != CFD_LINK_SCREW;
-        snprintf(why, why_size, "%s: joint %s of body %s %s; %s takes serial chains of hinges and "
-                 "slides (cpu.fast, cpu.abia, cpu.jsiia and cuda.abia take trees, ball and free joints)",
+        int ball = c->parent[i] == i - 1;
+        snprintf(why, why_size, "%s: joint %s of body %s %s; %s takes %s (cpu.fast, cpu.abia, "
+                 "cpu.jsiia and cuda.abia take trees, ball and free joints)",
                  b->name, cfd_mj_name(m, mjOBJ_JOINT, c->jnt[i], jnt, sizeof jnt),
                  cfd_mj_name(m, mjOBJ_BODY, c->body[i], body, sizeof body),
-                 ball ? "is a ball or free joint" : "starts a branch of the kinematic tree", b->name);
+                 ball ? "is a ball or free joint" : "starts a branch of the kinematic tree", b->name,
+                 b->needs_serial == 1 ? "serial chains of hinges and slides"
+                                      : "unbranched chains (hinges, slides, balls)");
         return 1;
       }
   if (!b->needs_link_mass) return 0;

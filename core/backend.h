@@ -24,7 +24,8 @@ typedef struct cfd_backend {
   cfd_fd_fn fd;
   int (*prepare)(const cfd_chain* c, double* work);  // into work once, before fd reads it (may be NULL)
   int needs_link_mass;      // every link's spatial inertia must be invertible (CFA)
-  int needs_serial;         // a serial chain of hinges and slides only (cfd_chain_is_serial)
+  int needs_serial;         // 1: a serial chain of hinges and slides only (cfd_chain_is_serial);
+                            // 2: unbranched, balls allowed (parent[i] = i - 1)
   int gpu_algorithm;        // -1: a CPU back end; else the cfd_gpu_algorithm it runs (fd NULL)
 } cfd_backend;
 

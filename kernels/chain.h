@@ -147,6 +147,20 @@ int cfd_fd_cfa_cpu_ex(const cfd_chain* c, const cfd_cfa_options* opt, const doub
                       const double* qd, const double* tau, const double* extra_diag, double* qacc,
                       double* work);
 
+// DCAe (paper 004; dca.h): divide and conquer with the articulated-body algorithm inside each
+// subsystem of about links_per_subsystem consecutive links (a subsystem ends only where its last
+// link has inertia about its joint), the subsystems' handle equations assembled pairwise up a
+// binary tree and the boundary conditions carried down it. Unbranched chains (parent[i] = i - 1;
+// hinges, slides, balls); the caller checks. The CPU twin of cuda/dca.cu. cfd_fd_dca_cpu takes
+// CFD_DCA_LINKS_DEFAULT links per subsystem; _ex's work is cfd_dca_work_size_ex(n, links).
+size_t cfd_dca_work_size(int n);
+size_t cfd_dca_work_size_ex(int n, int links_per_subsystem);
+int cfd_fd_dca_cpu(const cfd_chain* c, const double* q, const double* qd, const double* tau,
+                   const double* extra_diag, double* qacc, double* work);
+int cfd_fd_dca_cpu_ex(const cfd_chain* c, int links_per_subsystem, const double* q,
+                      const double* qd, const double* tau, const double* extra_diag, double* qacc,
+                      double* work);
+
 // The fast CPU path: an O(n) articulated-body algorithm specialised for one-dof joints, on the
 // chain re-expressed in joint frames (each link's frame on its joint axis), with 4-wide vector
 // algebra (fast_cpu.c). cfd_fast_prepare writes that form of c into the head of work (once per

@@ -107,7 +107,8 @@ static void test_model(const char* spec) {
       // multi-joint bodies, slide_hinge's wrist) or on a tree; test_refusals covers the messages
       int may_refuse = strstr(name, ".cfa") && (strstr(spec, "multijoint=1") || strstr(spec, "slide_hinge") ||
                                                  !cfd_chain_is_serial(&c));
-      EXPECT(sv || (may_refuse && (strstr(err, "singular") || strstr(err, "serial chains"))),
+      may_refuse |= strstr(name, ".dca") && cfd_chain_shape(&c) == CFD_SHAPE_TREE;  // (chains only)
+      EXPECT(sv || (may_refuse && (strstr(err, "singular") || strstr(err, "chains"))),
              "%s %s: unexpected refusal: %s", spec, name, err);
       if (!sv) {
         worst_diag[b] = worst_cross[b] = -1;
@@ -439,6 +440,44 @@ static void scan_against_reference(const cfd_chain* c, const char* label, const 
   free(w);
 }
 
+// DCAe (cpu/dca_cpu.c) the same way, subsystems of L[0..3] links (1: every link its own, the
+// assembly tree's depth the chain's log2; a ball's links split): 1e-11 up to 200 links, then
+// 2e-11 per 100 links. Past 1000 links its rounding is the sequential sweeps' (cpu.fast: 1.2e-10
+// at 1024 links, 1.5e-9 at 16384), up to a few times the scans' (the figures: docs/RESULTS.md).
+static void dca_against_reference(const cfd_chain* c, const char* label, const int L[4],
+                                  double qmax, unsigned seed) {
+  int n = c->n;
+  double* v = malloc(sizeof(double) * 6 * n);
+  double* w = malloc(sizeof(double) * cfd_dca_work_size_ex(n, 1));
+  EXPECT(v && w, "%d links: out of memory", n);
+  if (v && w) {
+    double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
+    cfd_rng rng = {seed};
+    for (int i = 0; i < n; i++) {
+      q[i] = cfd_rng_uniform(&rng, -qmax, qmax);
+      qd[i] = cfd_rng_uniform(&rng, -2, 2);
+      tau[i] = cfd_rng_uniform(&rng, -1, 1);
+      extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
+    }
+    cfd_fd_reference(c, q, qd, tau, extra, ref);
+    int st = 0;
+    double worst = 0;
+    printf("dca, %s (%d links): subsystems of", label, n);
+    for (int j = 0; j < 4; j++) {
+      st |= cfd_fd_dca_cpu_ex(c, L[j], q, qd, tau, extra, x, w);
+      double e = cfd_rel_err_inf(x, ref, n);
+      printf(" %d: %.2e", L[j], e);
+      worst = cfd_worst(worst, e);
+    }
+    printf("\n");
+    double bound = n <= 200 ? 1e-11 : 2e-11 * n / 100;
+    EXPECT(st == 0 && worst <= bound, "dca, %s, %d links: status %d, error %.2e (bound %.1e)", label,
+           n, st, worst, bound);
+  }
+  free(v);
+  free(w);
+}
+
 static void test_abia_scan(void) {
   size_t nm = sizeof(models) / sizeof(models[0]);
   const int blocks[4] = {1, 2, 5, 32}, tiled_blocks[4] = {8, 32, 128, 512};
@@ -448,6 +487,8 @@ static void test_abia_scan(void) {
     if (scan_chain(tiled ? "chain:1000,random=1,seed=1,armature=0.01" : models[k], tiled, &c)) continue;
     scan_against_reference(&c, tiled ? "tiled" : models[k], tiled ? tiled_blocks : blocks, 3.14,
                            99 + (unsigned)k, 1);
+    dca_against_reference(&c, tiled ? "tiled" : models[k], tiled ? tiled_blocks : blocks, 3.14,
+                          99 + (unsigned)k);
     cfd_chain_free(&c);
   }
 }
@@ -474,6 +515,7 @@ static void test_abia_scan_balls(void) {
            "%s: %d balls, shape %d (the test needs one chain with balls)", specs[k], balls,
            cfd_chain_shape(&c));
     scan_against_reference(&c, specs[k], tiled ? tiled_blocks : blocks, 1.5, 7 + (unsigned)k, 0);
+    dca_against_reference(&c, specs[k], tiled ? tiled_blocks : blocks, 1.5, 7 + (unsigned)k);
     cfd_chain_free(&c);
   }
 }
