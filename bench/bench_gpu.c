@@ -333,7 +333,8 @@ static void emit(const char* fig, const char* model, int n, int B, const char* w
   fflush(json);
 }
 
-static const cfd_gpu_algorithm algs[4] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA, CFD_GPU_ABIA_F32};
+static const cfd_gpu_algorithm algs[5] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA, CFD_GPU_ABIA_F32,
+                                          CFD_GPU_DCA};
 
 // One chain of n links for the one-chain sections: the generated MuJoCo model up to 1023 links
 // (MuJoCo 4.0's depth limit), past that a 1000-link chain's links repeated; spec: its label.
@@ -366,8 +367,8 @@ static double fast_one_us(const model_set* s, double budget) {
 
 static void fig2(int min_n, int max_n, double budget) {
   printf("\n== Fig. 2: one chain, time of one forward dynamics (us), B = 1 ==\n");
-  printf("%6s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
-         "cuda.jsiia", "cuda.cfa", "best GPU vs mj_forward");
+  printf("%6s %12s %12s %12s %12s %12s %12s   %s\n", "n", "mj_forward", "cpu.fast", "cuda.abia",
+         "cuda.jsiia", "cuda.cfa", "cuda.dca", "best GPU vs mj_forward");
   for (int n = 8; n <= max_n; n *= 2) {
     if (n < min_n) continue;
     char spec[128];
@@ -381,8 +382,9 @@ static void fig2(int min_n, int max_n, double budget) {
     // the fast CPU path on one core
     double tfast = fast_one_us(&s, budget);
     emit("fig2", spec, n, 1, "cpu.fast", tfast, 0, 0);
-    double best = INFINITY, tg[3] = {0, 0, 0};
-    for (int a = 0; a < 3; a++) {
+    double best = INFINITY, tg[5] = {0, 0, 0, 0, 0};
+    for (int a = 0; a < 5; a++) {
+      if (algs[a] == CFD_GPU_ABIA_F32) continue;
       if (algs[a] == CFD_GPU_JSIIA && n > 8192) continue;  // M alone is n^2 doubles
       gpu_meas gm = gpu_time(&s, algs[a], 1, budget);
       if (!gm.ok) continue;
@@ -390,8 +392,8 @@ static void fig2(int min_n, int max_n, double budget) {
       best = fmin(best, gm.wall_us);
       emit("fig2", spec, n, 1, cfd_gpu_algorithm_name(algs[a]), gm.wall_us, gm.kernel_us, gm.err);
     }
-    printf("%6d %12.2f %12.2f %12.2f %12.2f %12.2f   x%.1f\n", n, tmj, tfast, tg[0], tg[1], tg[2],
-           tmj > 0 ? tmj / best : 0);
+    printf("%6d %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f   x%.1f\n", n, tmj, tfast, tg[0], tg[1],
+           tg[2], tg[4], tmj > 0 ? tmj / best : 0);
     fflush(stdout);
     free_set(&s);
   }
@@ -440,6 +442,63 @@ static void cfa_layouts(int min_n, int max_n, double budget) {
                gm.kernel_us, gm.err, tmj > 0 && refine && !l ? "" : "");
         if (tmj > 0 && refine && l == 0) printf("  %-26s x%.0f mj_forward\n", "", tmj / gm.wall_us);
       }
+    }
+    fflush(stdout);
+    free_set(&s);
+  }
+}
+
+// cuda.dca (dca.cu) on one chain by links per subsystem (0: the rule), the phases of the rule's
+// launch (the critical path: velocities, handle equations, assembly, boundary conditions,
+// accelerations), beside cuda.abia (its rule), cpu.dca and cpu.fast on one core, and mj_forward
+static void dca_lengths(int min_n, int max_n, double budget) {
+  static const int sizes[] = {64, 256, 1023, 1024, 4096, 16384};
+  static const int lengths[] = {0, 1, 2, 4, 8, 16, 32, 64};
+  printf("\n== DCAe (cuda.dca), one chain: us per call by links per subsystem ==\n");
+  for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+    int n = sizes[k];
+    if (n > max_n) break;
+    if (n < min_n) continue;
+    char spec[128];
+    model_set s;
+    if (one_chain_set(n, spec, sizeof spec, &s)) continue;
+    double tmj = s.m ? mj_per_call(&s, 1, budget) * 1e6 : 0;
+    if (s.m) emit("dca", spec, n, 1, "mujoco.1core", tmj, 0, 0);
+    double tfast = fast_one_us(&s, budget);
+    emit("dca", spec, n, 1, "cpu.fast", tfast, 0, 0);
+    double* w = NEED(malloc(sizeof(double) * cfd_dca_work_size(n)));
+    double* qa = NEED(malloc(sizeof(double) * n));
+    double t0 = now();
+    int calls = 0;
+    while (now() - t0 < budget / 4 || calls < 3) {
+      cfd_fd_dca_cpu(&s.chain, s.q + (calls % POOL) * n, s.qd + (calls % POOL) * n,
+                     s.tau + (calls % POOL) * n, NULL, qa, w);
+      calls++;
+    }
+    double tcpu = (now() - t0) / calls * 1e6;
+    emit("dca", spec, n, 1, "cpu.dca", tcpu, 0, 0);
+    free(w);
+    free(qa);
+    gpu_meas ga = gpu_time(&s, CFD_GPU_ABIA, 1, budget);
+    if (ga.ok) emit("dca", spec, n, 1, "cuda.abia", ga.wall_us, ga.kernel_us, ga.err);
+    // the sequential ABA in one thread (abia_kernel): the operation count's baseline under ncu
+    cfd_gpu_tuning th = {.abia_kernel = CFD_ABIA_THREAD};
+    gpu_meas gt = gpu_time_tuned(&s, CFD_GPU_ABIA, 1, budget, &th);
+    if (gt.ok) emit("dca", spec, n, 1, "cuda.abia[thread]", gt.wall_us, gt.kernel_us, gt.err);
+    printf("n = %d: mj_forward %.1f us, cpu.fast %.1f us, cpu.dca %.1f us, cuda.abia %.1f us "
+           "(one thread: %.1f us)\n", n, tmj, tfast, tcpu, ga.ok ? ga.wall_us : 0, gt.ok ? gt.wall_us : 0);
+    for (int l = 0; l < (int)(sizeof lengths / sizeof lengths[0]); l++) {
+      cfd_gpu_tuning t = {.dca_links = lengths[l], .profile = lengths[l] == 0};
+      gpu_meas gm = gpu_time_tuned(&s, CFD_GPU_DCA, 1, budget, &t);
+      if (!gm.ok) continue;
+      char who[64];
+      snprintf(who, sizeof who, "cuda.dca[%d]", lengths[l]);
+      emit("dca", spec, n, 1, who, gm.wall_us, gm.kernel_us, gm.err);
+      printf("  %-16s wall %9.2f us  kernel %9.2f us  err %.1e", who, gm.wall_us, gm.kernel_us, gm.err);
+      if (gm.nphases >= 5)
+        printf("  phases: velocities %.1f, handles %.1f, assembly %.1f, down %.1f, accelerations %.1f",
+               gm.phases[0], gm.phases[1], gm.phases[2], gm.phases[3], gm.phases[4]);
+      printf("\n");
     }
     fflush(stdout);
     free_set(&s);
@@ -557,8 +616,9 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
   if (make_set(spec, &s, cores)) return;
   int n = s.chain.n;
   printf("\n== Fig. 3: %s (n = %d), B independent problems: time per batch (us) ==\n", label, n);
-  printf("%7s %13s %13s %12s %12s %12s %14s   %s\n", "B", "mj 1 core", "mj all cores", "cuda.abia",
-         "cuda.jsiia", "cuda.cfa", "abia.f32(err)", "best double GPU vs mj all cores");
+  printf("%7s %13s %13s %12s %12s %12s %12s %14s   %s\n", "B", "mj 1 core", "mj all cores",
+         "cuda.abia", "cuda.jsiia", "cuda.cfa", "cuda.dca", "abia.f32(err)",
+         "best double GPU vs mj all cores");
   // MuJoCo's per-state cost on one core, and with every core busy (one mjData per thread);
   // a batch of B costs B times that (one state's latency when B is below the core count)
   double t1 = mj_per_call(&s, 1, budget) * 1e6;
@@ -570,8 +630,8 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
     emit(fig, spec, n, B, "mujoco.allcores", mjall, 0, 0);
     emit(fig, spec, n, B, "cpu.fast", f1 * B, 0, 0);
     emit(fig, spec, n, B, "cpu.fast.allcores", B < cores ? f1 : fall * B, 0, 0);
-    double best = INFINITY, tg[4] = {0, 0, 0, 0}, f32err = 0;
-    for (int a = 0; a < 4; a++) {
+    double best = INFINITY, tg[5] = {0, 0, 0, 0, 0}, f32err = 0;
+    for (int a = 0; a < 5; a++) {
       gpu_meas gm = gpu_time(&s, algs[a], B, budget);
       if (!gm.ok) continue;
       tg[a] = gm.wall_us;
@@ -580,8 +640,8 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
       emit(fig, spec, n, B, cfd_gpu_algorithm_name(algs[a]), gm.wall_us, gm.kernel_us, gm.err);
       if (!(gm.err <= 1e-8) && algs[a] != CFD_GPU_ABIA_F32) printf("  (%s: max_rel_err %.2e against cpu.fast)\n", cfd_gpu_algorithm_name(algs[a]), gm.err);
     }
-    printf("%7d %13.1f %13.1f %12.1f %12.1f %12.1f %6.1f(%6.0e)   x%.1f  (best: %.3g FD/s)\n", B,
-           mj1, mjall, tg[0], tg[1], tg[2], tg[3], f32err, mjall / best, B / (best * 1e-6));
+    printf("%7d %13.1f %13.1f %12.1f %12.1f %12.1f %12.1f %6.1f(%6.0e)   x%.1f  (best: %.3g FD/s)\n",
+           B, mj1, mjall, tg[0], tg[1], tg[2], tg[4], tg[3], f32err, mjall / best, B / (best * 1e-6));
     fflush(stdout);
   }
   free_set(&s);
@@ -1349,7 +1409,7 @@ static void trees(int maxB, double budget, int cores) {
 int main(int argc, char** argv) {
   const char* out = ".";
   int min_n = 1, max_n = 16384, maxB = 65536;
-  const char* only = NULL;  // --only cfa|abia|scan|fig2|fig3|rollout|rollout_long|multigpu|trees
+  const char* only = NULL;  // --only cfa|abia|scan|dca|fig2|fig3|rollout|rollout_long|multigpu|trees
   double budget = 0.3;
   const char* prog = "chainfd-bench-gpu";
   for (int i = 1; i < argc; i++) {
@@ -1374,7 +1434,7 @@ int main(int argc, char** argv) {
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv|deriv_long] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|dca|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv|deriv_long] [--cfa-steps K]\n");
       return 2;
     }
   }
@@ -1382,12 +1442,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "%s: --min-n %d is above --max-n %d\n", prog, min_n, max_n);
     return 2;
   }
-  static const char* const parts[] = {"cfa", "abia", "scan", "fig2", "fig3", "rollout",
+  static const char* const parts[] = {"cfa", "abia", "scan", "dca", "fig2", "fig3", "rollout",
                                       "rollout_limits", "rollout_long", "multigpu", "trees", "deriv", "deriv_long"};
   int known = !only;
   for (int k = 0; k < (int)(sizeof parts / sizeof parts[0]) && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
-    fprintf(stderr, "%s: --only takes cfa, abia, scan, fig2, fig3, rollout, rollout_limits, "
+    fprintf(stderr, "%s: --only takes cfa, abia, scan, dca, fig2, fig3, rollout, rollout_limits, "
             "rollout_long, multigpu, trees, deriv or deriv_long, not '%s'\n", prog, only);
     return 2;
   }
@@ -1415,6 +1475,7 @@ int main(int argc, char** argv) {
   if (!only || !strcmp(only, "cfa")) cfa_layouts(min_n, max_n, budget);
   if (!only || !strcmp(only, "abia")) abia_variants(arm, budget);
   if (!only || !strcmp(only, "scan")) abia_scan_lengths(min_n, max_n, budget);
+  if (!only || !strcmp(only, "dca")) dca_lengths(min_n, max_n, budget);
   if (!only || !strcmp(only, "fig2")) fig2(min_n, max_n, budget);
   if (!only || !strcmp(only, "fig3")) {
     fig3("fig3", "chain:10,random=1,seed=1,armature=0.01", "10 links", 1, maxB, budget, cores);

@@ -893,8 +893,8 @@ int cfd_cmd_check(int argc, char** argv) {
   }
   int nb = 0, ng = 0, failed = 0, skipped = 0, all = !strcmp(backend, "all");
   cfd_solver* solvers[16];
-  cfd_gpu_algorithm gpu_algs[3];
-  const cfd_gpu_algorithm known_gpu[3] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA};
+  cfd_gpu_algorithm gpu_algs[4];
+  const cfd_gpu_algorithm known_gpu[4] = {CFD_GPU_ABIA, CFD_GPU_JSIIA, CFD_GPU_CFA, CFD_GPU_DCA};
   for (int b = 0; b < cfd_backend_count(); b++) {
     const char* name = cfd_backend_get(b)->name;
     if (cfd_backend_get(b)->gpu_algorithm >= 0) continue;  // the GPU: one batch, below
@@ -905,7 +905,7 @@ int cfd_cmd_check(int argc, char** argv) {
     // only as expected_refusal says (CFA's massless links, chain-only back ends on trees)
     if (!s && (!all || !expected_refusal(name, err))) failed = 1;
   }
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < 4; a++) {
     const char* name = cfd_gpu_algorithm_name(known_gpu[a]);
     if (!names(backend, name)) continue;
     if (cfd_gpu_device_count() == 0) {

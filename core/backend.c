@@ -24,6 +24,7 @@ static const cfd_backend backends[] = {
     {"cuda.jsiia", "joint-space inertia inversion on a CUDA device (cuSOLVER)", NULL, NULL, NULL, 0,
      1, CFD_GPU_JSIIA},
     {"cuda.cfa", "constraint force algorithm on a CUDA device", NULL, NULL, NULL, 1, 1, CFD_GPU_CFA},
+    {"cuda.dca", "divide and conquer (DCAe) on a CUDA device", NULL, NULL, NULL, 0, 2, CFD_GPU_DCA},
 };
 
 int cfd_backend_count(void) { return (int)(sizeof(backends) / sizeof(backends[0])); }

@@ -204,98 +204,152 @@ CFD_HD int cfd_dca_leaf(const cfd_chain* c, int a, int e, int last, const double
   return 0;
 }
 
-// A X = B in place for B of m columns (row-major, leading dimension ld): Gaussian elimination
-// with partial pivoting on A (6x6, overwritten). Returns 0, or 1 when A is singular.
-CFD_HD int cfd_dca_solve6(double* A, double* B, int m, int ld) {
+// ---- the assembly, in stages a group of lanes shares ----------------------------------------------
+// Each stage takes the entries lane, lane + lanes, ... of its outputs (the CPU: lane 0 of 1; the GPU:
+// a group of lanes, a warp barrier between stages), so both run the same arithmetic per entry.
+// A join's scratch: W (36), the right-hand sides R (6 x 13), the pivot order (6)
+enum { CFD_DCA_JOIN_SCRATCH = 36 + 78 + 6 };
+
+// 1. W = 1 - P22^l P11^r and R = [P21^l | P22^l P12^r | P22^l b1^r + b2^l]
+CFD_HD void cfd_dca_join_rhs(const double* l, const double* r, double* W, double* R, int lane,
+                             int lanes) {
+  for (int e = lane; e < 36 + 78; e += lanes) {
+    if (e < 36) {
+      int row = e / 6, col = e % 6;
+      double t = 0;
+      for (int k = 0; k < 6; k++) t += l[DCA_P22 + 6 * row + k] * r[DCA_P11 + 6 * k + col];
+      W[e] = (row == col) - t;
+    } else {
+      int f = e - 36, row = f / 13, col = f % 13;
+      double t = 0;
+      if (col < 6) {
+        t = l[DCA_P21 + 6 * row + col];
+      } else if (col < 12) {
+        for (int k = 0; k < 6; k++) t += l[DCA_P22 + 6 * row + k] * r[DCA_P12 + 6 * k + col - 6];
+      } else {
+        for (int k = 0; k < 6; k++) t += l[DCA_P22 + 6 * row + k] * r[DCA_B1 + k];
+        t += l[DCA_B2 + row];
+      }
+      R[f] = t;
+    }
+  }
+}
+
+// 2. (one lane) W = P^-1 L U in place, partial pivoting: piv[i] the row of the original that
+// row i of P W is. Returns 0, or 1 when W is singular (it is not for physical inertias: its
+// eigenvalues are >= 1).
+CFD_HD int cfd_dca_join_factor(double* W, double* piv) {
+  int order[6] = {0, 1, 2, 3, 4, 5}, bad = 0;
   for (int j = 0; j < 6; j++) {
-    int piv = j;
-    for (int r = j + 1; r < 6; r++)
-      if (fabs(A[6 * r + j]) > fabs(A[6 * piv + j])) piv = r;
-    if (!(fabs(A[6 * piv + j]) > 0)) return 1;
-    if (piv != j) {
+    int best = j;
+    for (int row = j + 1; row < 6; row++)
+      if (fabs(W[6 * row + j]) > fabs(W[6 * best + j])) best = row;
+    if (best != j) {
       for (int k = 0; k < 6; k++) {
-        double t = A[6 * j + k];
-        A[6 * j + k] = A[6 * piv + k], A[6 * piv + k] = t;
+        double t = W[6 * j + k];
+        W[6 * j + k] = W[6 * best + k], W[6 * best + k] = t;
       }
-      for (int k = 0; k < m; k++) {
-        double t = B[ld * j + k];
-        B[ld * j + k] = B[ld * piv + k], B[ld * piv + k] = t;
-      }
+      int t = order[j];
+      order[j] = order[best], order[best] = t;
     }
-    double inv = 1 / A[7 * j];
-    for (int r = j + 1; r < 6; r++) {
-      double f = A[6 * r + j] * inv;
-      for (int k = j + 1; k < 6; k++) A[6 * r + k] -= f * A[6 * j + k];
-      for (int k = 0; k < m; k++) B[ld * r + k] -= f * B[ld * j + k];
+    bad |= !(fabs(W[7 * j]) > 0);
+    double inv = 1 / W[7 * j];
+    for (int row = j + 1; row < 6; row++) {
+      double f = W[6 * row + j] * inv;
+      W[6 * row + j] = f;
+      for (int k = j + 1; k < 6; k++) W[6 * row + k] -= f * W[6 * j + k];
     }
   }
-  for (int j = 5; j >= 0; j--) {
-    double inv = 1 / A[7 * j];
-    for (int k = 0; k < m; k++) {
-      double v = B[ld * j + k];
-      for (int r = j + 1; r < 6; r++) v -= A[6 * j + r] * B[ld * r + k];
-      B[ld * j + k] = v * inv;
+  for (int k = 0; k < 6; k++) piv[k] = order[k];
+  return bad;
+}
+
+// 3. column c of W^-1 R (13 columns) into the join: Xa, Xf, xb
+CFD_HD void cfd_dca_join_solve(const double* W, const double* piv, const double* R, double* j,
+                               int lane, int lanes) {
+  for (int c = lane; c < 13; c += lanes) {
+    double x[6];
+    for (int i = 0; i < 6; i++) {
+      double t = R[13 * (int)piv[i] + c];
+      for (int k = 0; k < i; k++) t -= W[6 * i + k] * x[k];
+      x[i] = t;
+    }
+    for (int i = 5; i >= 0; i--) {
+      double t = x[i];
+      for (int k = i + 1; k < 6; k++) t -= W[6 * i + k] * x[k];
+      x[i] = t / W[7 * i];
+    }
+    for (int i = 0; i < 6; i++) {
+      if (c < 6) j[DCA_XA + 6 * i + c] = x[i];
+      else if (c < 12) j[DCA_XF + 6 * i + c - 6] = x[i];
+      else j[DCA_XB + i] = x[i];
     }
   }
+}
+
+// 4. Ya = P11^r Xa, Yf = P11^r Xf + P12^r, yb = P11^r xb + b1^r
+CFD_HD void cfd_dca_join_y(const double* r, double* j, int lane, int lanes) {
+  for (int e = lane; e < 78; e += lanes) {
+    int m = e < 72 ? e / 36 : 2, row = e < 72 ? (e % 36) / 6 : e - 72, col = e < 72 ? e % 6 : 0;
+    const double* P = r + DCA_P11 + 6 * row;
+    double t = 0;
+    for (int k = 0; k < 6; k++)
+      t += P[k] * (m == 0 ? j[DCA_XA + 6 * k + col] : m == 1 ? j[DCA_XF + 6 * k + col] : j[DCA_XB + k]);
+    if (m == 0) j[DCA_YA + 6 * row + col] = t;
+    else if (m == 1) j[DCA_YF + 6 * row + col] = t + r[DCA_P12 + 6 * row + col];
+    else j[DCA_YB + row] = t + r[DCA_B1 + row];
+  }
+}
+
+// 5. the assembled handle equations: P11 = P11^l + P12^l Ya, P12 = P12^l Yf, b1 = b1^l + P12^l yb,
+// P21 = P21^r Xa, P22 = P22^r + P21^r Xf, b2 = b2^r + P21^r xb (h may not alias l or r)
+CFD_HD void cfd_dca_join_handles(const double* l, const double* r, const double* j, double* h,
+                                 int lane, int lanes) {
+  for (int e = lane; e < CFD_DCA_HANDLE; e += lanes) {
+    int m = e < 144 ? e / 36 : 4 + (e - 144) / 6;  // P11, P12, P21, P22, b1, b2
+    int row = e < 144 ? (e % 36) / 6 : (e - 144) % 6, col = e < 144 ? e % 6 : 0;
+    int left = m == 0 || m == 1 || m == 4;
+    const double* A = left ? l + DCA_P12 + 6 * row : r + DCA_P21 + 6 * row;
+    int off = m == 0 ? DCA_YA : m == 1 ? DCA_YF : m == 2 ? DCA_XA : m == 3 ? DCA_XF : m == 4 ? DCA_YB : DCA_XB;
+    int stride = m < 4 ? 6 : 1;
+    double t = 0;
+    for (int k = 0; k < 6; k++) t += A[k] * j[off + stride * k + col];
+    double add = m == 0 ? l[DCA_P11 + e] : m == 3 ? r[DCA_P22 + e - 108] : m == 4 ? l[DCA_B1 + row]
+               : m == 5 ? r[DCA_B2 + row] : 0;
+    h[e] = t + add;
+  }
+}
+
+// Subsystems l (the parent side) and r joined: the join's equations into j, the assembled
+// subsystem's handle equations into h (not aliasing l or r), s: CFD_DCA_JOIN_SCRATCH. Returns 0,
+// or 1 when 1 - P22^l P11^r is singular.
+CFD_HD int cfd_dca_assemble(const double* l, const double* r, double* j, double* h, double* s) {
+  cfd_dca_join_rhs(l, r, s, s + 36, 0, 1);
+  if (cfd_dca_join_factor(s, s + 114)) return 1;
+  cfd_dca_join_solve(s, s + 114, s + 36, j, 0, 1);
+  cfd_dca_join_y(r, j, 0, 1);
+  cfd_dca_join_handles(l, r, j, h, 0, 1);
   return 0;
 }
 
-// out = A B + C (6x6; C may be NULL; out may not alias A or B)
-CFD_HD void cfd_dca_mul_add(const double* CFD_RESTRICT A, const double* CFD_RESTRICT B,
-                            const double* C, double* CFD_RESTRICT out) {
-  cfd_mat6_mul(A, 0, B, 0, out);
-  if (C)
-    for (int k = 0; k < 36; k++) out[k] += C[k];
-}
-
-// Subsystems l (the parent side) and r joined: the interface's equations into j and the
-// assembled subsystem's handle equations into h (may not alias l or r). Returns 0, or 1 when
-// 1 - P22^l P11^r is singular (it is not for physical inertias: its eigenvalues are >= 1).
-CFD_HD int cfd_dca_assemble(const double* CFD_RESTRICT l, const double* CFD_RESTRICT r,
-                            double* CFD_RESTRICT j, double* CFD_RESTRICT h) {
-  double W[36], R[6 * 13], t[36];
-  cfd_mat6_mul(l + DCA_P22, 0, r + DCA_P11, 0, W);
-  for (int k = 0; k < 36; k++) W[k] = (k % 7 == 0) - W[k];
-  cfd_mat6_mul(l + DCA_P22, 0, r + DCA_P12, 0, t);
-  double v[6];
-  cfd_mat6_vec(l + DCA_P22, r + DCA_B1, v);
-  for (int row = 0; row < 6; row++) {  // [P21^l | P22^l P12^r | P22^l b1^r + b2^l]
-    for (int k = 0; k < 6; k++) R[13 * row + k] = l[DCA_P21 + 6 * row + k];
-    for (int k = 0; k < 6; k++) R[13 * row + 6 + k] = t[6 * row + k];
-    R[13 * row + 12] = v[row] + l[DCA_B2 + row];
+// Down the tree, a join's entries: its right part's A_in (x) and left part's f_out (y) from the
+// assembled subsystem's inputs A, f; the left part's A_in and the right part's f_out are A and f
+CFD_HD void cfd_dca_disassemble(const double* j, const double* A, const double* f, double* leftA,
+                                double* leftf, double* rightA, double* rightf, int lane, int lanes) {
+  for (int e = lane; e < 24; e += lanes) {
+    int row = e % 6;
+    if (e < 12) {
+      const double *Ma = j + (e < 6 ? DCA_XA : DCA_YA) + 6 * row, *Mf = j + (e < 6 ? DCA_XF : DCA_YF) + 6 * row;
+      double t = j[(e < 6 ? DCA_XB : DCA_YB) + row];
+      for (int k = 0; k < 6; k++) t += Ma[k] * A[k] + Mf[k] * f[k];
+      if (e < 6) rightA[row] = t;
+      else leftf[row] = t;
+    } else if (e < 18) {
+      leftA[row] = A[row];
+    } else {
+      rightf[row] = f[row];
+    }
   }
-  if (cfd_dca_solve6(W, R, 13, 13)) return 1;
-  for (int row = 0; row < 6; row++) {
-    for (int k = 0; k < 6; k++) j[DCA_XA + 6 * row + k] = R[13 * row + k];
-    for (int k = 0; k < 6; k++) j[DCA_XF + 6 * row + k] = R[13 * row + 6 + k];
-    j[DCA_XB + row] = R[13 * row + 12];
-  }
-  cfd_dca_mul_add(r + DCA_P11, j + DCA_XA, NULL, j + DCA_YA);
-  cfd_dca_mul_add(r + DCA_P11, j + DCA_XF, r + DCA_P12, j + DCA_YF);
-  cfd_mat6_vec(r + DCA_P11, j + DCA_XB, v);
-  for (int k = 0; k < 6; k++) j[DCA_YB + k] = v[k] + r[DCA_B1 + k];
-  cfd_dca_mul_add(l + DCA_P12, j + DCA_YA, l + DCA_P11, h + DCA_P11);
-  cfd_dca_mul_add(l + DCA_P12, j + DCA_YF, NULL, h + DCA_P12);
-  cfd_dca_mul_add(r + DCA_P21, j + DCA_XA, NULL, h + DCA_P21);
-  cfd_dca_mul_add(r + DCA_P21, j + DCA_XF, r + DCA_P22, h + DCA_P22);
-  cfd_mat6_vec(l + DCA_P12, j + DCA_YB, v);
-  for (int k = 0; k < 6; k++) h[DCA_B1 + k] = l[DCA_B1 + k] + v[k];
-  cfd_mat6_vec(r + DCA_P21, j + DCA_XB, v);
-  for (int k = 0; k < 6; k++) h[DCA_B2 + k] = r[DCA_B2 + k] + v[k];
-  return 0;
-}
-
-// The interface of a join from the assembled subsystem's inputs: x (the right part's A_in) and
-// y (the left part's f_out)
-CFD_HD void cfd_dca_disassemble(const double* j, const double* A, const double* f, double* x,
-                                double* y) {
-  double t[6], u[6];
-  cfd_mat6_vec(j + DCA_XA, A, t);
-  cfd_mat6_vec(j + DCA_XF, f, u);
-  for (int k = 0; k < 6; k++) x[k] = t[k] + u[k] + j[DCA_XB + k];
-  cfd_mat6_vec(j + DCA_YA, A, t);
-  cfd_mat6_vec(j + DCA_YF, f, u);
-  for (int k = 0; k < 6; k++) y[k] = t[k] + u[k] + j[DCA_YB + k];
 }
 
 // Subsystem [a, e)'s joint accelerations from its inputs: the ABA's outward sweep
@@ -316,6 +370,36 @@ CFD_HD void cfd_dca_finish(const cfd_chain* c, int a, int e, const double* L, co
       for (int k = 0; k < 6; k++) ap[k] += Ln[DCA_C + k];
     }
   }
+}
+
+// ---- the tree ----------------------------------------------------------------------------------
+
+// per tree node: the velocity map (18), handle equations, the join (internal nodes) and its
+// scratch, and the node's inputs: the velocity before it, A_in, f_out
+enum { DCA_NODE_FK = 0, DCA_NODE_H = 18, DCA_NODE_J = DCA_NODE_H + CFD_DCA_HANDLE,
+       DCA_NODE_S = DCA_NODE_J + CFD_DCA_JOIN, DCA_NODE_V = DCA_NODE_S + CFD_DCA_JOIN_SCRATCH,
+       DCA_NODE_A = DCA_NODE_V + 6, DCA_NODE_F = DCA_NODE_A + 6, CFD_DCA_NODE = DCA_NODE_F + 6 };
+#define CFD_DCA_MAX_LEVELS 34
+
+// The tree's levels over p subsystems: level 0 the subsystems, level l + 1 joins level l's pairs
+// (2j, 2j + 1; an odd last node passes through). first[l]: level l's first node, count[l] its
+// nodes. Returns the top level (the root's; 0 for one subsystem).
+CFD_HD int cfd_dca_levels(int p, int* first, int* count) {
+  int top = 0;
+  first[0] = 0, count[0] = p;
+  while (count[top] > 1) {
+    first[top + 1] = first[top] + count[top];
+    count[top + 1] = (count[top] + 1) / 2;
+    top++;
+  }
+  return top;
+}
+
+// One instance's scratch (doubles) for n links in p subsystems: the links, the tree's nodes
+// (p + ceil(p / 2) + ... < 2p + its levels), a leaf's scratch per subsystem
+CFD_HD size_t cfd_dca_doubles(int n, int p) {
+  return (size_t)n * CFD_DCA_LINK + (2 * (size_t)p + CFD_DCA_MAX_LEVELS) * CFD_DCA_NODE +
+         (size_t)p * CFD_DCA_SCRATCH;
 }
 
 // The root's acceleration input: the base's (-g, the world frame) carried into link 0's frame

@@ -30,7 +30,8 @@ typedef enum {
   CFD_GPU_ABIA = 0,
   CFD_GPU_JSIIA = 1,
   CFD_GPU_CFA = 2,
-  CFD_GPU_ABIA_F32 = 3
+  CFD_GPU_ABIA_F32 = 3,
+  CFD_GPU_DCA = 4  // DCAe (dca.h): unbranched chains (hinges, slides, balls)
 } cfd_gpu_algorithm;
 typedef enum { CFD_HOST = 0, CFD_DEVICE = 1 } cfd_memory;
 
@@ -134,7 +135,10 @@ typedef struct cfd_gpu_tuning {
   int rollout_thread;       // rollouts a thread per instance instead of a group of lanes
   int rollout_link_frames;  // rollouts by lanes in link frames instead of world coordinates
   int rollout_no_scan;      // long-chain rollouts by the lanes instead of the scan kernel
-  int profile;              // the CFA and scan kernels record their phases' end times (instance 0)
+  int dca_links;            // cuda.dca's links per subsystem (0: CFD_DCA_LINKS_DEFAULT; at least
+                            // n / 1024, a thread per subsystem)
+  int profile;              // the CFA, scan and DCA kernels record their phases' end times
+                            // (instance 0)
   // A kernel from outside the library (bench/variants) in place of cuda.abia's own, called with g's
   // buffers and stream as the library's launch would be; returns a cudaError_t. NULL: none. A
   // split call (cfd_gpu_fd_begin) then holds the states on the host: nothing of it overlaps.
@@ -151,6 +155,9 @@ cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B);
 int cfd_gpu_abia_ran(const cfd_gpu* g);
 // The scan kernel's links per block in g's last launch of it (0: none yet).
 int cfd_gpu_scan_links_ran(const cfd_gpu* g);
+// cuda.dca's links per subsystem in g's next launch (its tuning, or the rule; 0 for another
+// algorithm): what cfd_fd_dca_cpu_ex takes to be its twin.
+int cfd_gpu_dca_links(const cfd_gpu* g);
 // With tuning.profile: the durations (us) of the phases of g's last profiled launch (CFA: its
 // phases; the scan kernel: maps, velocity and Riccati scans, inertias, bias scan, bias,
 // acceleration scan, accelerations). Returns how many (at most max).

@@ -13,6 +13,7 @@
 #include "chain_gen.h"
 #include "gpu.h"
 #include "cfa_blocks.h"
+#include "dca.h"
 #include "mj_chain.h"
 #include "mj_random.h"
 #include "test_util.h"
@@ -727,6 +728,84 @@ static void test_trees(int quick) {
   }
 }
 
+// cuda.dca (dca.cu) against the long-double reference and its CPU twin (cpu/dca_cpu.c, the same
+// subsystems): scenes, multi-joint and ball chains, chains tiled to 1024 .. 16384 links, several
+// links per subsystem (1: the deepest tree), one state and a batch, with and without a joint-
+// diagonal term; the bound as test_oracle's for the twin (1e-11 up to 200 links, then 2e-11 per
+// 100 links); and a tree refused by name.
+static void test_dca(int quick) {
+  static const struct {
+    const char* model;
+    int tile;
+  } chains[] = {
+      {CHAINFD_SCENES_DIR "/arm7.xml", 0},
+      {CHAINFD_SCENES_DIR "/slide_hinge.xml", 0},
+      {"chain:120,random=1,seed=13,slide=0.2,multijoint=1,armature=0.02", 0},
+      {"chain:60,ball=1,damping=0.05,armature=0.01", 0},
+      {"chain:30,random=1,seed=22,free=1,ball=0.3,armature=0.02", 0},
+      {"chain:1000,random=1,seed=1,armature=0.01", 1024},
+      {"chain:1000,random=1,seed=1,armature=0.01", 4096},
+      {"chain:1000,random=1,seed=1,armature=0.01", 16384},
+  };
+  const int links[4] = {1, 2, CFD_DCA_LINKS_DEFAULT, 16};
+  char err[1024];
+  for (size_t k = 0; k < sizeof chains / sizeof chains[0]; k++) {
+    if (quick && chains[k].tile > 1024) continue;
+    cfd_chain c;
+    if (load_chain(chains[k].model, chains[k].tile, NULL, &c)) continue;
+    int n = c.n, B = n > 2000 ? 2 : 9;
+    size_t bn = (size_t)B * n;
+    double* v = malloc(sizeof(double) * 7 * bn);
+    double* work = malloc(sizeof(double) * cfd_dca_work_size_ex(n, 1));
+    cfd_gpu* g = NULL;
+    int st = cfd_gpu_create(&c, 0, CFD_GPU_DCA, &g, err, sizeof err);
+    EXPECT(v && work && st == 0, "%s: %s", chains[k].model, st ? err : "out of memory");
+    if (v && work && st == 0) {
+      double *q = v, *qd = q + bn, *tau = qd + bn, *ex = tau + bn, *ref = ex + bn, *got = ref + bn,
+             *twin = got + bn;
+      random_states(&c, 31 + (unsigned)k, B, q, qd, tau, ex, NULL);
+      double bound = n <= 200 ? 1e-11 : 2e-11 * n / 100, worst_ref = 0, worst_twin = 0;
+      for (int with_extra = 0; with_extra < 2; with_extra++) {
+        const double* e = with_extra ? ex : NULL;
+        for (int b = 0; b < B; b++)
+          cfd_fd_reference(&c, q + b * n, qd + b * n, tau + b * n, e ? e + b * n : NULL, ref + b * n);
+        for (int j = 0; j < 4; j++) {
+          cfd_gpu_tuning tune = {0};
+          tune.dca_links = links[j];
+          EXPECT(cfd_gpu_set_tuning(g, &tune, err, sizeof err) == 0, "%s", err);
+          int used = cfd_gpu_dca_links(g), rc = 0;
+          EXPECT(cfd_gpu_fd(g, B, q, qd, tau, e, got, CFD_HOST, err, sizeof err) == 0, "%s L=%d: %s",
+                 chains[k].model, links[j], err);
+          for (int b = 0; b < B; b++) {
+            rc |= cfd_fd_dca_cpu_ex(&c, used, q + b * n, qd + b * n, tau + b * n, e ? e + b * n : NULL,
+                                    twin + b * n, work);
+            worst_ref = cfd_worst(worst_ref, cfd_rel_err_inf(got + b * n, ref + b * n, n));
+            worst_twin = cfd_worst(worst_twin, cfd_rel_err_inf(got + b * n, twin + b * n, n));
+          }
+          EXPECT(rc == 0, "%s: the CPU twin failed", chains[k].model);
+        }
+      }
+      printf("cuda.dca %-56.56s n=%-5d B=%d against the reference %.2e, its CPU twin %.2e\n",
+             chains[k].model, n, B, worst_ref, worst_twin);
+      EXPECT(worst_ref <= bound && worst_twin <= bound, "cuda.dca %s (%d links): %.3e, %.3e (bound %.1e)",
+             chains[k].model, n, worst_ref, worst_twin, bound);
+    }
+    cfd_gpu_free(g);
+    free(v);
+    free(work);
+    cfd_chain_free(&c);
+  }
+  cfd_chain c;
+  if (!load_chain("chain:20,random=1,seed=3,branch=0.4", 0, NULL, &c)) {
+    cfd_gpu* g = NULL;
+    int st = cfd_gpu_create(&c, 0, CFD_GPU_DCA, &g, err, sizeof err);
+    printf("cuda.dca on a tree: %s\n", st ? err : "(not refused)");
+    EXPECT(st != 0 && strstr(err, "cuda.dca"), "a tree must be refused by cuda.dca");
+    cfd_gpu_free(g);
+    cfd_chain_free(&c);
+  }
+}
+
 int main(void) {
   int devices = cfd_gpu_device_count();
   if (devices == 0) {
@@ -737,16 +816,16 @@ int main(void) {
   cfd_gpu_device_name(0, name, sizeof name);
   printf("device 0: %s\n", name);
   // CHAINFD_TEST_QUICK=1 (for compute-sanitizer runs): the small models and batches only.
-  // CHAINFD_TEST_ONLY=cases|variants|scan|singular|split|errors|trees: that part alone (a sanitizer's
+  // CHAINFD_TEST_ONLY=cases|variants|scan|singular|split|errors|trees|dca: that part alone (a sanitizer's
   // run on the one kernel a change touched, where the whole suite would take minutes)
   const char* quick_env = getenv("CHAINFD_TEST_QUICK");
   const char* only = getenv("CHAINFD_TEST_ONLY");
   int quick = quick_env && quick_env[0] == '1';
 #define PART(name) (!only || !only[0] || strcmp(only, name) == 0)
   if (only && only[0] && !PART("cases") && !PART("variants") && !PART("scan") &&
-      !PART("singular") && !PART("split") && !PART("errors") && !PART("trees")) {
+      !PART("singular") && !PART("split") && !PART("errors") && !PART("trees") && !PART("dca")) {
     printf("CHAINFD_TEST_ONLY=%s: not a part (cases, variants, scan, singular, split, errors, "
-           "trees)\n",
+           "trees, dca)\n",
            only);
     return 2;
   }
@@ -764,6 +843,7 @@ int main(void) {
   if (PART("split")) test_abia_split_paths();
   if (PART("errors")) test_errors();
   if (PART("trees")) test_trees(quick);
+  if (PART("dca")) test_dca(quick);
 #undef PART
   TEST_EXIT();
 }

@@ -79,6 +79,7 @@ size_t cfd_gpu_work_per_instance(cfd_gpu_algorithm alg, int n) {
       return CFD_ID_WORK(n) + (size_t)n * (36 * 6 + 6 * 2 + 18 + 2) + (size_t)72 * n * levels;
     }
     case CFD_GPU_JSIIA: return CFD_ID_WORK(n) + (size_t)n * 37 + (size_t)n * n;
+    case CFD_GPU_DCA: return cfd_gpu_dca_doubles(n, 1);  // (the most; the context's own: below)
   }
   return 0;
 }
@@ -126,7 +127,7 @@ void cfd_gpu_free(cfd_gpu* g) {
   cfd_gpu_chain_free(&g->chain, &g->chain_jf);
   cudaFree(g->jinv); cudaFree(g->basis); cudaFree(g->sigma); cudaFree(g->solver_work);
   cudaFree(g->chain_f32); cudaFree(g->tree_plan);
-  cudaFree(g->scan_starts); cudaFree(g->scan_work); cudaFree(g->marks);
+  cudaFree(g->scan_starts); cudaFree(g->scan_work); cudaFree(g->marks); cudaFree(g->dca_starts);
   free(g->scan_can_end);
   cudaFreeHost(g->status);
   cudaFreeHost(g->factors);
@@ -214,7 +215,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     return 1;
   }
   int n = c->n, tree = !cfd_chain_is_serial(c);
-  if (tree && alg != CFD_GPU_ABIA) {
+  if (tree && alg != CFD_GPU_ABIA && !(alg == CFD_GPU_DCA && cfd_chain_shape(c) != CFD_SHAPE_TREE)) {
     snprintf(err, err_size, "%s takes serial chains of hinges and slides; on trees and ball or free "
              "joints cuda.abia runs", cfd_gpu_algorithm_name(alg));
     return 1;
@@ -285,12 +286,14 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     if (!e) e = upload(&g->sigma, sigma, (size_t)n);
   }
   free(jinv); free(basis); free(sigma);
-  if (!e && alg == CFD_GPU_ABIA) {  // the scan kernel's partition is made from these (abia_scan.cu)
-    g->scan_can_end = (unsigned char*)malloc((size_t)n);
+  if (!e && (alg == CFD_GPU_ABIA || alg == CFD_GPU_DCA)) {  // the scan kernel's and DCA's
+    g->scan_can_end = (unsigned char*)malloc((size_t)n);  // partitions are made from these
     if (!g->scan_can_end) e = cudaErrorMemoryAllocation;
     else
       for (int i = 0; i < n; i++) g->scan_can_end[i] = (unsigned char)cfd_abs_can_end(c, i);
-    if (!e) e = cudaMalloc(&g->scan_starts, sizeof(int) * CFD_SCAN_PARTITIONS * (n + 1));
+    if (!e && alg == CFD_GPU_ABIA)
+      e = cudaMalloc(&g->scan_starts, sizeof(int) * CFD_SCAN_PARTITIONS * (n + 1));
+    if (!e && alg == CFD_GPU_DCA) e = cudaMalloc(&g->dca_starts, sizeof(int) * (n + 1));
   }
   if (!e && alg == CFD_GPU_ABIA_F32) {  // R 9n, p 3n, S 6n, J 36n, armature n
     size_t count = (size_t)55 * n;
@@ -334,7 +337,8 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
 
 // g's scratch per instance: its algorithm's, or on a tree the larger of the tree kernels'
 static size_t work_per_instance(const cfd_gpu* g) {
-  if (!g->tree) return cfd_gpu_work_per_instance(g->alg, g->n);
+  if (g->alg == CFD_GPU_DCA) return cfd_gpu_dca_doubles(g->n, cfd_gpu_dca_links(g));
+  if (!g->tree || g->alg != CFD_GPU_ABIA) return cfd_gpu_work_per_instance(g->alg, g->n);
   size_t link = (size_t)g->n * CFD_ABA_TREE_LINK_DOUBLES;
   size_t world = (size_t)g->n * CFD_WTREE_LINK_DOUBLES + (size_t)g->tree_slots * CFD_WTREE_SLOT_DOUBLES;
   return link > world ? link : world;
@@ -423,6 +427,8 @@ static int launch_batch(cfd_gpu* g, int B, int chunk, const double* dq, const do
                               dqacc + o, (float*)g->work, cfd_gpu_error_flag(g), g->stream);
     } else if (g->alg == CFD_GPU_CFA) {
       e = cfd_gpu_launch_cfa(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, CFA_WHOLE);
+    } else if (g->alg == CFD_GPU_DCA) {
+      e = cfd_gpu_launch_dca(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o);
     } else {
       const char* what = "";
       if (cfd_gpu_launch_jsiia(g, nb, dq + o, dqd + o, dtau + o, ex, dqacc + o, &what)) {
@@ -785,7 +791,13 @@ int cfd_gpu_split_launches(const cfd_gpu* g) { return g->split_launches; }
 
 int cfd_gpu_set_tuning(cfd_gpu* g, const cfd_gpu_tuning* t, char* err, int err_size) {
   static const cfd_gpu_tuning defaults = {};
+  int dca_links = cfd_gpu_dca_links(g);
   g->tune = t ? *t : defaults;
+  if (cfd_gpu_dca_links(g) != dca_links) {  // DCA's scratch per instance changes with it
+    cudaSetDevice(g->device);
+    free_batch_buffers(g);
+    g->capacity = g->staged = 0;
+  }
   if (g->tune.profile && !g->marks) {
     cudaSetDevice(g->device);
     cudaError_t e = cudaMalloc(&g->marks, 64 * sizeof(unsigned long long));

@@ -37,6 +37,8 @@ struct cfd_gpu {
   // replaces
   int* scan_starts;
   int scan_links[CFD_SCAN_PARTITIONS], scan_nb[CFD_SCAN_PARTITIONS], scan_oldest, scan_max_cluster;
+  int* dca_starts;     // DCA, device: the subsystems' first links (n + 1), for dca_links links
+  int dca_links, dca_p;  // per subsystem (0: none yet) in dca_p subsystems (cuda/dca.cu)
   double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
   size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
@@ -146,6 +148,11 @@ extern "C" cudaError_t cfd_launch_abia_f32(const float* chain, int n, const doub
 enum { CFA_WHOLE = 0, CFA_BEGIN = 1, CFA_FINISH = 2 };
 cudaError_t cfd_gpu_launch_cfa(cfd_gpu* g, int B, const double* q, const double* qd,
                                const double* tau, const double* extra, double* qacc, int phase);
+// DCAe (dca.cu): a thread block per instance; one instance's scratch for m links per subsystem
+// (the context's: cfd_gpu_dca_links)
+cudaError_t cfd_gpu_launch_dca(cfd_gpu* g, int B, const double* q, const double* qd,
+                               const double* tau, const double* extra, double* qacc);
+size_t cfd_gpu_dca_doubles(int n, int m);
 // JSIIA also uses cuSOLVER; returns 0 or a message-worthy failure in *what.
 int cfd_gpu_launch_jsiia(cfd_gpu* g, int B, const double* q, const double* qd, const double* tau,
                          const double* extra, double* qacc, const char** what);

@@ -6,6 +6,7 @@ const char* cfd_gpu_algorithm_name(cfd_gpu_algorithm alg) {
     case CFD_GPU_ABIA: return "cuda.abia";
     case CFD_GPU_JSIIA: return "cuda.jsiia";
     case CFD_GPU_CFA: return "cuda.cfa";
+    case CFD_GPU_DCA: return "cuda.dca";
     case CFD_GPU_ABIA_F32: return "cuda.abia.f32";
   }
   return "cuda.?";

@@ -39,6 +39,7 @@ int cfd_gpu_set_tuning(cfd_gpu* g, const cfd_gpu_tuning* t, char* err, int err_s
 cfd_abia_kernel cfd_gpu_abia_rule(const cfd_gpu* g, int B) { return CFD_ABIA_RULE; }
 int cfd_gpu_abia_ran(const cfd_gpu* g) { return 0; }
 int cfd_gpu_scan_links_ran(const cfd_gpu* g) { return 0; }
+int cfd_gpu_dca_links(const cfd_gpu* g) { return 0; }
 int cfd_gpu_phases(const cfd_gpu* g, double* us, int max) { return 0; }
 int cfd_gpu_split_launches(const cfd_gpu* g) { return 0; }
 int cfd_gpu_abia_split_kind(const cfd_gpu* g, int B) { return 0; }
