@@ -216,8 +216,10 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
   }
   int n = c->n, tree = !cfd_chain_is_serial(c);
   if (tree && alg != CFD_GPU_ABIA && !(alg == CFD_GPU_DCA && cfd_chain_shape(c) != CFD_SHAPE_TREE)) {
-    snprintf(err, err_size, "%s takes serial chains of hinges and slides; on trees and ball or free "
-             "joints cuda.abia runs", cfd_gpu_algorithm_name(alg));
+    snprintf(err, err_size, "%s takes %s; on trees%s cuda.abia runs", cfd_gpu_algorithm_name(alg),
+             alg == CFD_GPU_DCA ? "unbranched chains (hinges, slides, balls)"
+                                : "serial chains of hinges and slides",
+             alg == CFD_GPU_DCA ? "" : " and ball or free joints");
     return 1;
   }
   if (alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N) {
