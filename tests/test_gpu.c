@@ -784,6 +784,14 @@ static void test_dca(int quick) {
             worst_twin = cfd_worst(worst_twin, cfd_rel_err_inf(got + b * n, twin + b * n, n));
           }
           EXPECT(rc == 0, "%s: the CPU twin failed", chains[k].model);
+          if (getenv("CHAINFD_TEST_VERBOSE")) {
+            int bad = -1;
+            for (int x = 0; x < B * n && bad < 0; x++)
+              if (!isfinite(got[x])) bad = x;
+            printf("  L=%d (ran %d) extra=%d: first non-finite at %d; got[0..2] %g %g %g twin %g %g %g\n",
+                   links[j], used, with_extra, bad, got[0], got[1], got[n > 2 ? 2 : 0], twin[0], twin[1],
+                   twin[n > 2 ? 2 : 0]);
+          }
         }
       }
       printf("cuda.dca %-56.56s n=%-5d B=%d against the reference %.2e, its CPU twin %.2e\n",

@@ -1,7 +1,7 @@
 // cuda.dca: DCAe (dca.h) on the GPU, the steps of cpu/dca_cpu.c through the same functions. An
 // instance is a thread-block cluster of up to 16 blocks of W warps, a warp per subsystem (its
-// links' sweeps, the entries of each 6x6 step spread over its lanes, a warp barrier between steps,
-// the working set in shared memory), and the assembly tree's nodes in the shared memory of the
+// links' poses over its lanes, its sweeps on its first lane, the working set in shared memory),
+// and the assembly tree's nodes in the shared memory of the
 // block that holds their first subsystem: the levels within a block with a block barrier each,
 // the levels across blocks (a node's right half in another block, read and written through
 // distributed shared memory) with a cluster barrier each. The dependent path: a subsystem's links
@@ -58,7 +58,8 @@ __global__ void __launch_bounds__(32 * DCA_MAX_WARPS)
 dca_kernel(cfd_chain c, int p, int W, int Lmax, const int* __restrict__ starts,
            const double* __restrict__ q, const double* __restrict__ qd,
            const double* __restrict__ tau, const double* __restrict__ extra, double* qacc,
-           double* work, size_t stride, int shared_records, int* flag, unsigned long long* marks) {
+           double* work, size_t stride, int shared_records, int leaf_lanes, int* flag,
+           unsigned long long* marks) {
   extern __shared__ double smem[];
   cg::cluster_group cl = cg::this_cluster();
   int n = c.n, rank = (int)cl.block_rank(), CL = (int)cl.num_blocks(), mk = 0;
@@ -115,11 +116,19 @@ dca_kernel(cfd_chain c, int p, int W, int Lmax, const int* __restrict__ starts,
   __syncthreads();
   dca_mark(marks, &mk);
   // 2. each subsystem's handle equations by its warp, assembled up the tree
-  if (here) {
+  // (on the warp's first lane unless leaf_lanes: the stages spread over the warp's 32 lanes gave
+  // NaN on the device for some chains, where the same stages on 32 host threads with barriers do
+  // not; unresolved, docs/LOG.md)
+  if (here && leaf_lanes) {
     int bad = 0;
     CFD_DCA_LEAF(&c, a, e, last, qdb, taub, exb, leaf + DCA_NODE_V, L, leaf + DCA_NODE_H, s, lane, 32,
                  __syncwarp(), bad);
     if (bad && lane == 0) cfd_gpu_raise(flag, CFD_ERR_SINGULAR);
+  } else if (here && lane == 0) {
+    int bad = 0;
+    CFD_DCA_LEAF(&c, a, e, last, qdb, taub, exb, leaf + DCA_NODE_V, L, leaf + DCA_NODE_H, s, 0, 1,
+                 (void)0, bad);
+    if (bad) cfd_gpu_raise(flag, CFD_ERR_SINGULAR);
   }
   __syncthreads();
   dca_mark(marks, &mk);
@@ -248,6 +257,7 @@ cudaError_t cfd_gpu_launch_dca(cfd_gpu* g, int B, const double* q, const double*
   attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
   return cudaLaunchKernelEx(&cfg, dca_kernel, g->chain, g->dca_p, W, g->dca_lmax,
                             (const int*)g->dca_starts, q, qd, tau, extra, qacc, g->work,
-                            cfd_gpu_dca_doubles(n, m), g->dca_shared_records, cfd_gpu_error_flag(g),
+                            cfd_gpu_dca_doubles(n, m), g->dca_shared_records, g->tune.dca_leaf_lanes,
+                            cfd_gpu_error_flag(g),
                             g->tune.profile ? g->marks : (unsigned long long*)NULL);
 }
