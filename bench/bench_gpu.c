@@ -500,10 +500,6 @@ static void dca_lengths(int min_n, int max_n, double budget) {
                gm.phases[0], gm.phases[1], gm.phases[2], gm.phases[3], gm.phases[4]);
       printf("\n");
     }
-    cfd_gpu_tuning tl = {.dca_leaf_lanes = 1};  // the sweeps over the lanes (docs/LOG.md)
-    gpu_meas gl = gpu_time_tuned(&s, CFD_GPU_DCA, 1, budget, &tl);
-    if (gl.ok) printf("  %-16s wall %9.2f us  kernel %9.2f us  err %.1e\n", "cuda.dca[lanes]", gl.wall_us,
-                      gl.kernel_us, gl.err);
     fflush(stdout);
     free_set(&s);
   }

@@ -49,50 +49,36 @@
 // links per subsystem where the caller does not choose (the GPU's measured choice, bench/results)
 #define CFD_DCA_LINKS_DEFAULT 4
 
-// per link: pose R (9) p (3), V (6), c (6), U (6), w (6), 1/d, u0, the rigid-body bias b (6). A
-// subsystem [a, e) keeps e - a + 1 records, the last one link e's pose (the next subsystem's first
-// link, whose joint is the far handle; unused for the last subsystem).
-enum { CFD_DCA_LINK = 44, DCA_R = 0, DCA_P = 9, DCA_V = 12, DCA_C = 18, DCA_U = 24, DCA_W = 30,
-       DCA_DINV = 36, DCA_U0 = 37, DCA_B = 38 };
+// per link: pose R (9) p (3), V (6), c (6), U (6), w (6), 1/d, u0
+enum { CFD_DCA_LINK = 40, DCA_R = 0, DCA_P = 9, DCA_V = 12, DCA_C = 18, DCA_U = 24, DCA_W = 30,
+       DCA_DINV = 36, DCA_U0 = 37 };
 // a subsystem's handle equations: P11, P12, P21, P22 (6x6 row-major), b1, b2
 enum { CFD_DCA_HANDLE = 156, DCA_P11 = 0, DCA_P12 = 36, DCA_P21 = 72, DCA_P22 = 108, DCA_B1 = 144,
        DCA_B2 = 150 };
 // an assembly's interface: x = Xa A_in + Xf f_out + xb, y = Ya A_in + Yf f_out + yb
 enum { CFD_DCA_JOIN = 156, DCA_XA = 0, DCA_XF = 36, DCA_YA = 72, DCA_YF = 108, DCA_XB = 144,
        DCA_YB = 150 };
-// a leaf's working set (the sweeps' matrices, shared by a group of lanes): two 6x6 buffers that
-// take the articulated inertia in turn (S_A, S_B), P, pA, G, H, g, and the outward sweep's row
-// products (13)
-enum { S_A = 0, S_B = 36, S_P = 72, S_PA = 108, S_G = 114, S_H = 150, S_G6 = 186, S_R = 192,
-       CFD_DCA_SCRATCH = 208 };
+// a leaf's scratch: IA, P, G, H (6x6), pA, g (6)
+enum { CFD_DCA_SCRATCH = 4 * 36 + 12 };
 
-// ---- the velocities --------------------------------------------------------------------------------
-
-// Each stage below takes the entries lane, lane + lanes, ... of its outputs (the CPU: lane 0 of
-// 1; the GPU: a group of lanes with a warp barrier between stages), so both run the same
-// arithmetic per entry.
-
-// The poses of links [a, e] (e too unless last) into the subsystem's records L
-CFD_HD void cfd_dca_poses(const cfd_chain* c, int a, int e, int last, const double* q, double* L,
-                          int lane, int lanes) {
-  for (int i = a + lane; i <= e - last; i += lanes)
-    cfd_link_pose(c, i, q, 1, L + CFD_DCA_LINK * (i - a) + DCA_R, L + CFD_DCA_LINK * (i - a) + DCA_P);
+// The link's velocity element (aba_scan.h's layout: R, p, then the velocity the link adds)
+CFD_HD void cfd_dca_link_fk(const cfd_chain* c, int i, const double* q, const double* qd,
+                            double* L, double* fk) {
+  cfd_link_pose(c, i, q, 1, L + DCA_R, L + DCA_P);
+  for (int k = 0; k < 12; k++) fk[k] = L[k];
+  for (int k = 0; k < 6; k++) fk[12 + k] = c->screw[6 * i + k] * qd[i];
 }
 
-// (one lane) The subsystem's velocity map into fk: V_{e-1} = Ad V_{a-1} + w (aba_scan.h's
-// velocity element), from the poses in L
-CFD_HD void cfd_dca_velocity_map(const cfd_chain* c, int a, int e, const double* qd, const double* L,
-                                 double* fk) {
+// Links [a, e): their poses into L (CFD_DCA_LINK each, link a's at L) and their velocity map into
+// fk: V_{e-1} = Ad V_{a-1} + w
+CFD_HD void cfd_dca_velocity_map(const cfd_chain* c, int a, int e, const double* q,
+                                 const double* qd, double* L, double* fk) {
   double t[18], u[18];
-  for (int i = a; i < e; i++) {
-    const double* Li = L + CFD_DCA_LINK * (i - a);
-    double* out = i == a ? fk : t;
-    for (int k = 0; k < 12; k++) out[k] = Li[k];
-    for (int k = 0; k < 6; k++) out[12 + k] = c->screw[6 * i + k] * qd[i];
-    if (i > a) {
-      cfd_abs_fk_compose(t, fk, u);
-      for (int k = 0; k < 18; k++) fk[k] = u[k];
-    }
+  cfd_dca_link_fk(c, a, q, qd, L, fk);
+  for (int i = a + 1; i < e; i++) {
+    cfd_dca_link_fk(c, i, q, qd, L + CFD_DCA_LINK * (i - a), t);
+    cfd_abs_fk_compose(t, fk, u);
+    for (int k = 0; k < 18; k++) fk[k] = u[k];
   }
 }
 
@@ -102,259 +88,121 @@ CFD_HD void cfd_dca_velocity_apply(const double* fk, const double* Vin, double* 
   for (int k = 0; k < 6; k++) V[k] += fk[12 + k];
 }
 
-// (one lane) The links' velocities from the one before the subsystem, Vin
-CFD_HD void cfd_dca_velocities(const cfd_chain* c, int a, int e, const double* qd, const double* Vin,
-                               double* L) {
+// out = Ad_{f^-1} M column by column (M's twists moved from the parent to the child's frame);
+// out may alias M
+CFD_HD void cfd_dca_twists_to_child(const double* R, const double* p, const double* M, double* out) {
+  for (int j = 0; j < 6; j++) {
+    double col[6], t[6];
+    for (int k = 0; k < 6; k++) col[k] = M[6 * k + j];
+    cfd_twist_to_child(R, p, col, t);
+    for (int k = 0; k < 6; k++) out[6 * k + j] = t[k];
+  }
+}
+
+// out = Ad_{f^-1}^T M column by column (wrenches from the child to the parent's frame); may alias
+CFD_HD void cfd_dca_wrenches_to_parent(const double* R, const double* p, const double* M,
+                                       double* out) {
+  for (int j = 0; j < 6; j++) {
+    double col[6], t[6];
+    for (int k = 0; k < 6; k++) col[k] = M[6 * k + j];
+    cfd_wrench_to_parent(R, p, col, t);
+    for (int k = 0; k < 6; k++) out[6 * k + j] = t[k];
+  }
+}
+
+// Subsystem [a, e) with the velocity before it Vin (V_{a-1}): its links' velocities, velocity
+// terms, U, 1/d, u0 and w into L (poses already there, from cfd_dca_velocity_map; link e's pose at
+// L + CFD_DCA_LINK * (e - a) unless last), and its handle equations into h. `last`: no link
+// follows (f_out = 0; P21, P22, b2 zero). s: CFD_DCA_SCRATCH doubles. Returns 0, or
+// CFD_ERR_SINGULAR when a pivot d_i is not positive.
+CFD_HD int cfd_dca_leaf(const cfd_chain* c, int a, int e, int last, const double* qd,
+                        const double* tau, const double* extra_diag, const double* Vin, double* L,
+                        double* h, double* s) {
+  double *IA = s, *P = s + 36, *G = s + 72, *H = s + 108, *pA = s + 144, *g = s + 150;
+  // velocities and velocity terms
   for (int i = a; i < e; i++) {
     double* Li = L + CFD_DCA_LINK * (i - a);
-    cfd_twist_to_child(Li + DCA_R, Li + DCA_P, i == a ? Vin : Li - CFD_DCA_LINK + DCA_V, Li + DCA_V);
+    const double* Vp = i == a ? Vin : Li - CFD_DCA_LINK + DCA_V;
+    cfd_twist_to_child(Li + DCA_R, Li + DCA_P, Vp, Li + DCA_V);
     for (int k = 0; k < 6; k++) Li[DCA_V + k] += c->screw[6 * i + k] * qd[i];
-  }
-}
-
-// Each link's velocity term c and rigid-body bias b = -ad*_V J V, a link per entry
-CFD_HD void cfd_dca_link_terms(const cfd_chain* c, int a, int e, const double* qd, double* L,
-                               int lane, int lanes) {
-  for (int i = a + lane; i < e; i += lanes) {
-    double* Li = L + CFD_DCA_LINK * (i - a);
-    double JV[6];
     cfd_link_c_local(c, i, Li + DCA_V, qd, Li + DCA_C);
-    cfd_mat6_vec(c->inertia + 36 * i, Li + DCA_V, JV);
-    cfd_neg_adstar(Li + DCA_V, JV, Li + DCA_B);
   }
-}
-
-// ---- the handle equations: the ABA with f_out kept symbolic ----------------------------------------
-// The articulated inertia sits in S_A at links e-1, e-3, ... and in S_B at e-2, e-4, ... (each
-// link's steps read one and write the other, so that no lane overwrites what another reads).
-
-CFD_HD double* cfd_dca_ia(double* s, int a, int e, int i) { return s + ((e - 1 - i) % 2 ? S_B : S_A); }
-CFD_HD double* cfd_dca_ia_other(double* s, int a, int e, int i) {
-  return s + ((e - 1 - i) % 2 ? S_A : S_B);
-}
-
-// The inward sweep's start at link e-1: IA = J, pA = b, P = X_e^T (the force on link e moved into
-// link e-1's frame: [[R, p^ R], [0, R]] for link e's pose (R, p); zero when last)
-CFD_HD void cfd_dca_in_start(const cfd_chain* c, int a, int e, int last, const double* L, double* s,
-                             int lane, int lanes) {
-  const double* Ll = L + CFD_DCA_LINK * (e - 1 - a);
-  const double *Re = Ll + CFD_DCA_LINK + DCA_R, *pe = Ll + CFD_DCA_LINK + DCA_P;
-  double* IA = cfd_dca_ia(s, a, e, e - 1);
-  for (int k = lane; k < 78; k += lanes) {
-    if (k < 36) {
-      IA[k] = c->inertia[36 * (e - 1) + k];
-    } else if (k < 72) {
-      int r = (k - 36) / 6, col = (k - 36) % 6;
-      double v = 0;
-      if (!last && col < 3 && r < 3) v = Re[3 * r + col];
-      else if (!last && col >= 3 && r >= 3) v = Re[3 * (r - 3) + col - 3];
-      else if (!last && col >= 3) {  // (p^ R)_{r, col-3}
-        int j = col - 3;
-        double x = Re[3 * 0 + j], y = Re[3 * 1 + j], z = Re[3 * 2 + j];
-        v = r == 0 ? pe[1] * z - pe[2] * y : r == 1 ? pe[2] * x - pe[0] * z : pe[0] * y - pe[1] * x;
+  // inward: articulated inertia IA, bias pA and P = d pA / d f_out, each handed to the parent
+  for (int i = e - 1; i >= a; i--) {
+    double* Li = L + CFD_DCA_LINK * (i - a);
+    const double* J = c->inertia + 36 * i;
+    const double* S = c->screw + 6 * i;
+    double JV[6], b[6];
+    cfd_mat6_vec(J, Li + DCA_V, JV);
+    cfd_neg_adstar(Li + DCA_V, JV, b);
+    if (i == e - 1) {
+      for (int k = 0; k < 36; k++) IA[k] = J[k];
+      for (int k = 0; k < 6; k++) pA[k] = b[k];
+      if (last) {
+        for (int k = 0; k < 36; k++) P[k] = 0;
+      } else {  // X_e^T: the force on link e, moved into link e-1's frame
+        const double* Le = Li + CFD_DCA_LINK;
+        for (int k = 0; k < 36; k++) P[k] = k % 7 == 0;
+        cfd_dca_wrenches_to_parent(Le + DCA_R, Le + DCA_P, P, P);
       }
-      s[S_P + k - 36] = v;
-    } else {
-      s[S_PA + k - 72] = Ll[DCA_B + k - 72];
+    } else {  // IA, pA, P of link i + 1 are its Ia, pa, Pa: into this frame
+      const double* Ln = Li + CFD_DCA_LINK;
+      double Ip[36], pp[6];
+      cfd_inertia_to_parent(Ln + DCA_R, Ln + DCA_P, IA, Ip);
+      cfd_wrench_to_parent(Ln + DCA_R, Ln + DCA_P, pA, pp);
+      for (int k = 0; k < 36; k++) IA[k] = J[k] + Ip[k];
+      for (int k = 0; k < 6; k++) pA[k] = b[k] + pp[k];
+      cfd_dca_wrenches_to_parent(Ln + DCA_R, Ln + DCA_P, P, P);
+    }
+    double *U = Li + DCA_U, *w = Li + DCA_W;
+    cfd_mat6_vec(IA, S, U);
+    double d = cfd_dot6(S, U) + c->armature[i] + (extra_diag ? extra_diag[i] : 0);
+    if (!(d > 0)) return CFD_ERR_SINGULAR;
+    double dinv = 1 / d, u0 = tau[i] - cfd_dot6(S, pA);
+    Li[DCA_DINV] = dinv, Li[DCA_U0] = u0;
+    cfd_mat6T_vec(P, S, w);
+    // Ia = IA - U U^T / d, pa = pA + Ia c + U u0 / d, Pa = P - U w^T / d
+    for (int r = 0; r < 6; r++)
+      for (int k = 0; k < 6; k++) {
+        IA[6 * r + k] -= U[r] * U[k] * dinv;
+        P[6 * r + k] -= U[r] * w[k] * dinv;
+      }
+    double Iac[6];
+    cfd_mat6_vec(IA, Li + DCA_C, Iac);
+    for (int k = 0; k < 6; k++) pA[k] += Iac[k] + U[k] * u0 * dinv;
+  }
+  for (int k = 0; k < 36; k++) h[DCA_P11 + k] = IA[k], h[DCA_P12 + k] = P[k];
+  for (int k = 0; k < 6; k++) h[DCA_B1 + k] = pA[k];
+  // outward, symbolic in (A_in, f_out): a_i = G A_in + H f_out + g
+  for (int k = 0; k < 36; k++) G[k] = k % 7 == 0, H[k] = 0;
+  for (int k = 0; k < 6; k++) g[k] = L[DCA_C + k];
+  for (int i = a; i < e; i++) {
+    const double* Li = L + CFD_DCA_LINK * (i - a);
+    const double *S = c->screw + 6 * i, *U = Li + DCA_U, *w = Li + DCA_W;
+    double dinv = Li[DCA_DINV], rG[6], rH[6];
+    cfd_mat6T_vec(G, U, rG);
+    cfd_mat6T_vec(H, U, rH);
+    double rg = Li[DCA_U0] - cfd_dot6(U, g);
+    for (int r = 0; r < 6; r++) {
+      for (int k = 0; k < 6; k++) {
+        G[6 * r + k] -= S[r] * rG[k] * dinv;
+        H[6 * r + k] -= S[r] * (w[k] + rH[k]) * dinv;
+      }
+      g[r] += S[r] * rg * dinv;
+    }
+    if (i + 1 < e || !last) {  // into link i + 1's frame (the next subsystem's first, at e)
+      const double* Ln = Li + CFD_DCA_LINK;
+      double t[6];
+      cfd_dca_twists_to_child(Ln + DCA_R, Ln + DCA_P, G, G);
+      cfd_dca_twists_to_child(Ln + DCA_R, Ln + DCA_P, H, H);
+      cfd_twist_to_child(Ln + DCA_R, Ln + DCA_P, g, t);
+      for (int k = 0; k < 6; k++) g[k] = t[k] + (i + 1 < e ? Ln[DCA_C + k] : 0);
     }
   }
-}
-
-// 1. U = IA S, w = P^T S and u0 = tau - S^T pA for link i
-CFD_HD void cfd_dca_in_u(const cfd_chain* c, int a, int e, int i, const double* tau, double* L,
-                         double* s, int lane, int lanes) {
-  double* Li = L + CFD_DCA_LINK * (i - a);
-  const double* S = c->screw + 6 * i;
-  const double* IA = cfd_dca_ia(s, a, e, i);
-  for (int k = lane; k < 13; k += lanes) {
-    double t = 0;
-    if (k < 6)
-      for (int j = 0; j < 6; j++) t += IA[6 * k + j] * S[j];
-    else if (k < 12)
-      for (int j = 0; j < 6; j++) t += s[S_P + 6 * j + k - 6] * S[j];
-    else
-      for (int j = 0; j < 6; j++) t += S[j] * s[S_PA + j];
-    Li[k < 6 ? DCA_U + k : k < 12 ? DCA_W + k - 6 : DCA_U0] = k < 12 ? t : tau[i] - t;
-  }
-}
-
-// 2. d = S^T U + armature + extra (every entry works it out; one records 1/d), then
-// Ia = IA - U U^T / d (into the other buffer), Pa = P - U w^T / d and
-// pa = pA + IA c - U (U.c) / d + U u0 / d in place. Returns 1 when d is not positive.
-CFD_HD int cfd_dca_in_downdate(const cfd_chain* c, int a, int e, int i, const double* extra_diag,
-                               double* L, double* s, int lane, int lanes) {
-  double* Li = L + CFD_DCA_LINK * (i - a);
-  const double *S = c->screw + 6 * i, *U = Li + DCA_U, *w = Li + DCA_W, *cv = Li + DCA_C;
-  const double* IA = cfd_dca_ia(s, a, e, i);
-  double* Ia = cfd_dca_ia_other(s, a, e, i);
-  double d = c->armature[i] + (extra_diag ? extra_diag[i] : 0), uc = 0;
-  for (int j = 0; j < 6; j++) d += S[j] * U[j], uc += U[j] * cv[j];
-  if (!(d > 0)) return 1;
-  double dinv = 1 / d, u0 = Li[DCA_U0];
-  if (lane == 0) Li[DCA_DINV] = dinv;
-  for (int k = lane; k < 78; k += lanes) {
-    if (k < 36) {
-      Ia[k] = IA[k] - U[k / 6] * U[k % 6] * dinv;
-    } else if (k < 72) {
-      int r = (k - 36) / 6, col = (k - 36) % 6;
-      s[S_P + k - 36] -= U[r] * w[col] * dinv;
-    } else {
-      int r = k - 72;
-      double t = 0;
-      for (int j = 0; j < 6; j++) t += IA[6 * r + j] * cv[j];
-      s[S_PA + r] += t + U[r] * (u0 - uc) * dinv;
-    }
-  }
+  for (int k = 0; k < 36; k++) h[DCA_P21 + k] = last ? 0 : G[k], h[DCA_P22 + k] = last ? 0 : H[k];
+  for (int k = 0; k < 6; k++) h[DCA_B2 + k] = last ? 0 : g[k];
   return 0;
 }
-
-// 3. towards link i - 1 (X = Ad of link i's pose): Z = X^T Ia into the first buffer (a column per
-// entry), P = X^T Pa (a column per entry), pA = X^T pa + b_{i-1}
-CFD_HD void cfd_dca_in_move(int a, int e, int i, const double* L, double* s, int lane, int lanes) {
-  const double* Li = L + CFD_DCA_LINK * (i - a);
-  const double *R = Li + DCA_R, *p = Li + DCA_P;
-  const double* Ia = cfd_dca_ia_other(s, a, e, i);
-  double* Z = cfd_dca_ia(s, a, e, i);
-  for (int k = lane; k < 13; k += lanes) {
-    double col[6], t[6];
-    const double* M = k < 6 ? Ia : s + S_P;
-    int j = k % 6;
-    if (k < 12)
-      for (int r = 0; r < 6; r++) col[r] = M[6 * r + j];
-    else
-      for (int r = 0; r < 6; r++) col[r] = s[S_PA + r];
-    cfd_wrench_to_parent(R, p, col, t);
-    if (k < 6)
-      for (int r = 0; r < 6; r++) Z[6 * r + j] = t[r];
-    else if (k < 12)
-      for (int r = 0; r < 6; r++) s[S_P + 6 * r + j] = t[r];
-    else
-      for (int r = 0; r < 6; r++) s[S_PA + r] = t[r] + (Li - CFD_DCA_LINK)[DCA_B + r];
-  }
-}
-
-// 4. IA_{i-1} = J_{i-1} + X^T Z^T (column j: X^T applied to row j of Z) into the other buffer
-CFD_HD void cfd_dca_in_congruence(const cfd_chain* c, int a, int e, int i, const double* L,
-                                  double* s, int lane, int lanes) {
-  const double* Li = L + CFD_DCA_LINK * (i - a);
-  const double* Z = cfd_dca_ia(s, a, e, i);
-  double* IA = cfd_dca_ia_other(s, a, e, i);  // (link i - 1's buffer)
-  const double* J = c->inertia + 36 * (i - 1);
-  for (int j = lane; j < 6; j += lanes) {
-    double t[6];
-    cfd_wrench_to_parent(Li + DCA_R, Li + DCA_P, Z + 6 * j, t);
-    for (int r = 0; r < 6; r++) IA[6 * r + j] = J[6 * r + j] + t[r];
-  }
-}
-
-// Handle 1 from link a's: P11 = Ia_a, P12 = Pa_a, b1 = pa_a
-CFD_HD void cfd_dca_handle1(int a, int e, double* s, double* h, int lane, int lanes) {
-  const double* Ia = cfd_dca_ia_other(s, a, e, a);
-  for (int k = lane; k < 78; k += lanes)
-    if (k < 36) h[DCA_P11 + k] = Ia[k];
-    else if (k < 72) h[DCA_P12 + k - 36] = s[S_P + k - 36];
-    else h[DCA_B1 + k - 72] = s[S_PA + k - 72];
-}
-
-// The outward sweep's start at link a: G' = 1, H' = 0, g' = c_a
-CFD_HD void cfd_dca_out_start(const double* L, double* s, int lane, int lanes) {
-  for (int k = lane; k < 78; k += lanes)
-    if (k < 36) s[S_G + k] = k % 7 == 0;
-    else if (k < 72) s[S_H + k - 36] = 0;
-    else s[S_G6 + k - 72] = L[DCA_C + k - 72];
-}
-
-// 1. the row products U^T G', U^T H', u0 - U^T g'
-CFD_HD void cfd_dca_out_rows(int a, int i, const double* L, double* s, int lane, int lanes) {
-  const double* U = L + CFD_DCA_LINK * (i - a) + DCA_U;
-  for (int k = lane; k < 13; k += lanes) {
-    double t = 0;
-    if (k < 12)
-      for (int r = 0; r < 6; r++) t += U[r] * s[(k < 6 ? S_G : S_H) + 6 * r + k % 6];
-    else
-      for (int r = 0; r < 6; r++) t -= U[r] * s[S_G6 + r];
-    s[S_R + k] = k < 12 ? t : t + L[CFD_DCA_LINK * (i - a) + DCA_U0];
-  }
-}
-
-// 2. a_i's coefficients: G = G' - S (U^T G') / d, H = H' - S (w + U^T H')^T / d,
-// g = g' + S (u0 - U^T g') / d
-CFD_HD void cfd_dca_out_joint(const cfd_chain* c, int a, int i, const double* L, double* s, int lane,
-                              int lanes) {
-  const double* Li = L + CFD_DCA_LINK * (i - a);
-  const double *S = c->screw + 6 * i, *w = Li + DCA_W;
-  double dinv = Li[DCA_DINV];
-  for (int k = lane; k < 78; k += lanes) {
-    if (k < 36) s[S_G + k] -= S[k / 6] * s[S_R + k % 6] * dinv;
-    else if (k < 72) s[S_H + k - 36] -= S[(k - 36) / 6] * (w[k % 6] + s[S_R + 6 + k % 6]) * dinv;
-    else s[S_G6 + k - 72] += S[k - 72] * s[S_R + 12] * dinv;
-  }
-}
-
-// 3. into link i + 1's frame (a column of G or H, or g, per entry); c_{i+1} added to g unless
-// link i + 1 is the next subsystem's
-CFD_HD void cfd_dca_out_move(int a, int e, int i, const double* L, double* s, int lane, int lanes) {
-  const double* Ln = L + CFD_DCA_LINK * (i + 1 - a);
-  for (int k = lane; k < 13; k += lanes) {
-    double col[6], t[6];
-    int j = k % 6, off = k < 6 ? S_G : S_H;
-    if (k < 12)
-      for (int r = 0; r < 6; r++) col[r] = s[off + 6 * r + j];
-    else
-      for (int r = 0; r < 6; r++) col[r] = s[S_G6 + r];
-    cfd_twist_to_child(Ln + DCA_R, Ln + DCA_P, col, t);
-    if (k < 12)
-      for (int r = 0; r < 6; r++) s[off + 6 * r + j] = t[r];
-    else
-      for (int r = 0; r < 6; r++) s[S_G6 + r] = t[r] + (i + 1 < e ? Ln[DCA_C + r] : 0);
-  }
-}
-
-// Handle 2: P21 = G', P22 = H', b2 = g' (zero when last)
-CFD_HD void cfd_dca_handle2(int last, const double* s, double* h, int lane, int lanes) {
-  for (int k = lane; k < 78; k += lanes)  // (G, H lie as P21, P22 do; g apart)
-    h[k < 72 ? DCA_P21 + k : DCA_B2 + k - 72] = last ? 0 : s[S_G + k];
-}
-
-// Subsystem [a, e) with the velocity before it in its records: the handle equations into h, the
-// sweeps' scalars into its records, on lane `lane` of `lanes` with `sync` between stages (the CPU:
-// lane 0 of 1, nothing). s: CFD_DCA_SCRATCH doubles. Returns 0, or CFD_ERR_SINGULAR when a pivot
-// is not positive.
-#define CFD_DCA_LEAF(c, a, e, last, qd, tau, extra, Vin, L, h, s, lane, lanes, sync, bad)          \
-  do {                                                                                           \
-    if ((lane) == 0) cfd_dca_velocities(c, a, e, qd, Vin, L);                                    \
-    sync;                                                                                        \
-    cfd_dca_link_terms(c, a, e, qd, L, lane, lanes);                                             \
-    sync;                                                                                        \
-    cfd_dca_in_start(c, a, e, last, L, s, lane, lanes);                                          \
-    sync;                                                                                        \
-    for (int i_ = (e) - 1; i_ >= (a); i_--) {                                                    \
-      cfd_dca_in_u(c, a, e, i_, tau, L, s, lane, lanes);                                         \
-      sync;                                                                                      \
-      bad |= cfd_dca_in_downdate(c, a, e, i_, extra, L, s, lane, lanes);                         \
-      sync;                                                                                      \
-      if (i_ > (a)) {                                                                            \
-        cfd_dca_in_move(a, e, i_, L, s, lane, lanes);                                            \
-        sync;                                                                                    \
-        cfd_dca_in_congruence(c, a, e, i_, L, s, lane, lanes);                                   \
-        sync;                                                                                    \
-      }                                                                                          \
-    }                                                                                            \
-    cfd_dca_handle1(a, e, s, h, lane, lanes);                                                    \
-    cfd_dca_out_start(L, s, lane, lanes);                                                        \
-    sync;                                                                                        \
-    for (int i_ = (a); i_ < (e); i_++) {                                                         \
-      cfd_dca_out_rows(a, i_, L, s, lane, lanes);                                                \
-      sync;                                                                                      \
-      cfd_dca_out_joint(c, a, i_, L, s, lane, lanes);                                            \
-      sync;                                                                                      \
-      if (i_ + 1 < (e) || !(last)) {                                                             \
-        cfd_dca_out_move(a, e, i_, L, s, lane, lanes);                                           \
-        sync;                                                                                    \
-      }                                                                                          \
-    }                                                                                            \
-    cfd_dca_handle2(last, s, h, lane, lanes);                                                    \
-  } while (0)
 
 // ---- the assembly, in stages a group of lanes shares ----------------------------------------------
 // Each stage takes the entries lane, lane + lanes, ... of its outputs (the CPU: lane 0 of 1; the GPU:
@@ -547,11 +395,10 @@ CFD_HD int cfd_dca_levels(int p, int* first, int* count) {
   return top;
 }
 
-// One instance's scratch (doubles) for n links in p subsystems: the links' records (and each
-// subsystem's copy of the next one's first pose), the tree's nodes (p + ceil(p / 2) + ... < 2p +
-// its levels), a leaf's scratch per subsystem
+// One instance's scratch (doubles) for n links in p subsystems: the links, the tree's nodes
+// (p + ceil(p / 2) + ... < 2p + its levels), a leaf's scratch per subsystem
 CFD_HD size_t cfd_dca_doubles(int n, int p) {
-  return ((size_t)n + p) * CFD_DCA_LINK + (2 * (size_t)p + CFD_DCA_MAX_LEVELS) * CFD_DCA_NODE +
+  return (size_t)n * CFD_DCA_LINK + (2 * (size_t)p + CFD_DCA_MAX_LEVELS) * CFD_DCA_NODE +
          (size_t)p * CFD_DCA_SCRATCH;
 }
 

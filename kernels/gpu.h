@@ -135,10 +135,8 @@ typedef struct cfd_gpu_tuning {
   int rollout_thread;       // rollouts a thread per instance instead of a group of lanes
   int rollout_link_frames;  // rollouts by lanes in link frames instead of world coordinates
   int rollout_no_scan;      // long-chain rollouts by the lanes instead of the scan kernel
-  int dca_links;            // cuda.dca's links per subsystem (0: CFD_DCA_LINKS_DEFAULT; at least
-                            // n / 256, a warp per subsystem)
-  int dca_leaf_lanes;       // cuda.dca's sweeps spread over the warp's lanes (a known defect: NaN on
-                            // some chains on the H100; docs/LOG.md), not on its first lane
+  int dca_links;            // cuda.dca's links per subsystem (0: the rule, about n / 256 and at least
+                            // CFD_DCA_LINKS_DEFAULT; at least n / 1024, a thread per subsystem)
   int profile;              // the CFA, scan and DCA kernels record their phases' end times
                             // (instance 0)
   // A kernel from outside the library (bench/variants) in place of cuda.abia's own, called with g's

@@ -21,9 +21,9 @@ int cfd_fd_dca_cpu_ex(const cfd_chain* c, int links_per_subsystem, const double*
                       const double* qd, const double* tau, const double* extra_diag, double* qacc,
                       double* work) {
   int n = c->n, m = links_per_subsystem < 1 ? 1 : links_per_subsystem;
-  double* L = work;  // subsystem k's records at L + CFD_DCA_LINK * (starts[k] + k)
+  double* L = work;
+  double* tree = L + (size_t)n * CFD_DCA_LINK;
   int pmax = subsystems_at_most(n, m);
-  double* tree = L + ((size_t)n + pmax) * CFD_DCA_LINK;
   double* s = work + cfd_dca_doubles(n, pmax) - (size_t)pmax * CFD_DCA_SCRATCH;  // (one leaf's)
   int* starts = (int*)(work + cfd_dca_doubles(n, pmax));
   unsigned char* can_end = (unsigned char*)(starts + n + 1);
@@ -31,12 +31,10 @@ int cfd_fd_dca_cpu_ex(const cfd_chain* c, int links_per_subsystem, const double*
   int p = cfd_abs_partition(can_end, n, m, starts);
   int first[CFD_DCA_MAX_LEVELS], count[CFD_DCA_MAX_LEVELS], top = cfd_dca_levels(p, first, count);
 #define NODE_AT(l, j) (tree + (size_t)(first[l] + (j)) * CFD_DCA_NODE)
-#define RECORDS(k) (L + (size_t)CFD_DCA_LINK * (starts[k] + (k)))
-  // 1. poses and velocity maps, the maps up the tree, the velocities down it
-  for (int k = 0; k < p; k++) {
-    cfd_dca_poses(c, starts[k], starts[k + 1], k == p - 1, q, RECORDS(k), 0, 1);
-    cfd_dca_velocity_map(c, starts[k], starts[k + 1], qd, RECORDS(k), NODE_AT(0, k) + DCA_NODE_FK);
-  }
+  // 1. velocity maps, up the tree, velocities down it
+  for (int k = 0; k < p; k++)
+    cfd_dca_velocity_map(c, starts[k], starts[k + 1], q, qd, L + (size_t)CFD_DCA_LINK * starts[k],
+                         NODE_AT(0, k) + DCA_NODE_FK);
   for (int l = 1; l <= top; l++)
     for (int j = 0; j < count[l]; j++) {
       double *left = NODE_AT(l - 1, 2 * j), *node = NODE_AT(l, j);
@@ -56,10 +54,9 @@ int cfd_fd_dca_cpu_ex(const cfd_chain* c, int links_per_subsystem, const double*
   // 2. each subsystem's handle equations, assembled up the tree
   for (int k = 0; k < p; k++) {
     double* node = NODE_AT(0, k);
-    int bad = 0;
-    CFD_DCA_LEAF(c, starts[k], starts[k + 1], k == p - 1, qd, tau, extra_diag, node + DCA_NODE_V,
-                 RECORDS(k), node + DCA_NODE_H, s, 0, 1, (void)0, bad);
-    if (bad) return CFD_ERR_SINGULAR;
+    if (cfd_dca_leaf(c, starts[k], starts[k + 1], k == p - 1, qd, tau, extra_diag, node + DCA_NODE_V,
+                     L + (size_t)CFD_DCA_LINK * starts[k], node + DCA_NODE_H, s))
+      return CFD_ERR_SINGULAR;
   }
   for (int l = 1; l <= top; l++)
     for (int j = 0; j < count[l]; j++) {
@@ -82,14 +79,15 @@ int cfd_fd_dca_cpu_ex(const cfd_chain* c, int links_per_subsystem, const double*
         cfd_dca_disassemble(node + DCA_NODE_J, node + DCA_NODE_A, node + DCA_NODE_F, left + DCA_NODE_A,
                             left + DCA_NODE_F, right + DCA_NODE_A, right + DCA_NODE_F, 0, 1);
       } else {
-        memcpy(left + DCA_NODE_A, node + DCA_NODE_A, sizeof(double) * 12);  // A, f
+        memcpy(left + DCA_NODE_A, node + DCA_NODE_A, sizeof(double) * 6);
+        memcpy(left + DCA_NODE_F, node + DCA_NODE_F, sizeof(double) * 6);
       }
     }
   for (int k = 0; k < p; k++) {
     double* node = NODE_AT(0, k);
-    cfd_dca_finish(c, starts[k], starts[k + 1], RECORDS(k), node + DCA_NODE_A, node + DCA_NODE_F, qacc);
+    cfd_dca_finish(c, starts[k], starts[k + 1], L + (size_t)CFD_DCA_LINK * starts[k], node + DCA_NODE_A,
+                   node + DCA_NODE_F, qacc);
   }
-#undef RECORDS
 #undef NODE_AT
   return CFD_OK;
 }

@@ -38,9 +38,7 @@ struct cfd_gpu {
   int* scan_starts;
   int scan_links[CFD_SCAN_PARTITIONS], scan_nb[CFD_SCAN_PARTITIONS], scan_oldest, scan_max_cluster;
   int* dca_starts;     // DCA, device: the subsystems' first links (n + 1), for dca_links links
-  int dca_links, dca_p;  // per subsystem asked (0: none yet) in dca_p subsystems (cuda/dca.cu),
-  int dca_warps, dca_cluster, dca_lmax, dca_shared_records;  // a cluster of dca_cluster blocks of
-                       // dca_warps warps, the longest subsystem, its records in shared memory
+  int dca_links, dca_p;  // per subsystem (0: none yet) in dca_p subsystems (cuda/dca.cu)
   double* scan_work;   // ABIA: the scan kernel's scratch (scan_doubles), allocated on first use
   size_t scan_doubles;
   int cfa_threads, cfa_asked, cfa_cluster;  // CFA's launch layout: block size, cluster asked, got
