@@ -11,7 +11,7 @@ static void usage(FILE* f) {
           "  info  [MODEL] [--batch B]   the chain model (links, joints, dofs), what is supported\n"
           "                  or refused and why, what backend=auto picks for B states, and\n"
           "                  whether chainfd_step takes the model's steps or hands them to MuJoCo\n"
-          "  check [MODEL] [--backend NAME|all] [--states N] [--seed S] [--tol T]\n"
+          "  check [MODEL] [--backend NAME[,NAME...]|all] [--states N] [--seed S] [--tol T]\n"
           "                [--steps N] [--steps-tol T]\n"
           "                  every back end's qacc against MuJoCo's mj_forward, inverse dynamics\n"
           "                  against mj_rne, over N seeded random states (constraints disabled);\n"

@@ -82,13 +82,14 @@ int cfd_config_resolve(const chainfd_config* cfg, const char* label, cfd_resolve
   // backend: the short names of the issue map onto the table; full table names are accepted too
   const char* backend = is_set(cfg->backend) ? cfg->backend : "auto";
   static const struct { const char* key; const char* algorithm; } short_names[] = {
-      {"auto", NULL}, {"cfa", "cfa"}, {"abia", "abia"}, {"jsiia", "jsiia"}, {"cpu", NULL}};
+      {"auto", NULL}, {"cfa", "cfa"}, {"abia", "abia"}, {"jsiia", "jsiia"}, {"cpu", NULL},
+      {"dca", "dca"}};
   int short_index = -1;
   for (int i = 0; i < (int)(sizeof(short_names) / sizeof(short_names[0])); i++)
     if (!strcmp(backend, short_names[i].key)) short_index = i;
   const cfd_backend* exact = short_index < 0 ? cfd_backend_find(backend) : NULL;
   if (short_index < 0 && !exact) {
-    int len = snprintf(err, err_size, "%s: config backend='%s' is not one of: auto, cfa, abia, jsiia, cpu",
+    int len = snprintf(err, err_size, "%s: config backend='%s' is not one of: auto, cfa, abia, jsiia, cpu, dca",
                        label, backend);
     for (int i = 0; i < cfd_backend_count() && len < err_size; i++)
       len += snprintf(err + len, err_size - len, ", %s", cfd_backend_get(i)->name);

@@ -55,7 +55,7 @@ static void test_model(const char* spec) {
   double* ref = malloc(sizeof(double) * nv);
   double* got = malloc(sizeof(double) * nv);
   double* first = calloc(nv, sizeof(double));
-  double worst_M = 0, worst_diag[8] = {0}, worst_cross[8] = {0}, worst_world = 0,
+  double worst_M = 0, worst_diag[16] = {0}, worst_cross[16] = {0}, worst_world = 0,
          worst_world_jf = -1;
   cfd_rng rng = {1234};
   int states = nv > 100 ? 5 : 20;

@@ -244,6 +244,7 @@ static void test_config_errors(void) {
       {"<config key=\"backend\" value=\"jsiia\"/><config key=\"precision\" value=\"double\"/>",
        "cpu.jsiia", "cuda.jsiia"},
       {"<config key=\"backend\" value=\"cpu.jsiia\"/>", "cpu.jsiia", NULL},
+      {"<config key=\"backend\" value=\"dca\"/>", "cpu.dca", "cuda.dca"},
   };
   int have_gpu = chainfd_gpu_count() > 0;
   for (int i = 0; i < (int)(sizeof(good) / sizeof(good[0])); i++) {

@@ -63,7 +63,7 @@ static const model_case cases[] = {
 static const struct { int integrator; const char* name; } integrators[] = {
     {mjINT_EULER, "Euler"}, {mjINT_IMPLICITFAST, "implicitfast"}, {mjINT_RK4, "RK4"}};
 
-static double worst_table[24][3][8];  // model, integrator, back end
+static double worst_table[24][3][16];  // model, integrator, back end (16 >= cfd_backend_count)
 static int gpu_mode;  // --gpu: the cuda.* back ends on device 0
 
 // The gradient of MuJoCo's constrained cost at qacc on d's rows, M (qacc - qacc_smooth) - J^T f,
