@@ -278,13 +278,17 @@ static int names(const char* list, const char* name) {
   return 0;
 }
 
-// The first entry of a --backend list that names no back end (NULL when all are known), into buf
+// The first entry of a --backend list that names no back end (NULL when all are known), into buf:
+// an empty entry (an empty list, or a comma with nothing after it) and "all" within a list are
+// named as such
 static const char* unknown_backend(const char* list, char* buf, size_t size) {
   if (!strcmp(list, "all")) return NULL;
-  for (const char* at = list; *at;) {
+  for (const char* at = list;;) {
     const char* end = strchr(at, ',');
     size_t k = end ? (size_t)(end - at) : strlen(at);
     snprintf(buf, size, "%.*s", (int)k, at);
+    if (!k) return snprintf(buf, size, "(an empty entry in '%s')", list), buf;
+    if (!strcmp(buf, "all")) return snprintf(buf, size, "'all' in a list"), buf;
     if (!cfd_backend_find(buf)) return buf;
     if (!end) break;
     at = end + 1;

@@ -47,7 +47,8 @@ int cfd_backend_supports(const cfd_backend* b, const mjModel* m, const cfd_chain
         char body[128], jnt[128];
         int ball = c->parent[i] == i - 1;
         snprintf(why, why_size, "%s: joint %s of body %s %s; %s takes %s (cpu.fast, cpu.abia, "
-                 "cpu.jsiia and cuda.abia take trees, ball and free joints)",
+                 "cpu.jsiia and cuda.abia take trees, ball and free joints; cpu.dca and cuda.dca "
+                 "unbranched chains with them)",
                  b->name, cfd_mj_name(m, mjOBJ_JOINT, c->jnt[i], jnt, sizeof jnt),
                  cfd_mj_name(m, mjOBJ_BODY, c->body[i], body, sizeof body),
                  ball ? "is a ball or free joint" : "starts a branch of the kinematic tree", b->name,

@@ -219,7 +219,7 @@ int cfd_gpu_create(const cfd_chain* c, int device, cfd_gpu_algorithm alg, cfd_gp
     snprintf(err, err_size, "%s takes %s; on trees%s cuda.abia runs", cfd_gpu_algorithm_name(alg),
              alg == CFD_GPU_DCA ? "unbranched chains (hinges, slides, balls)"
                                 : "serial chains of hinges and slides",
-             alg == CFD_GPU_DCA ? "" : " and ball or free joints");
+             alg == CFD_GPU_DCA ? "" : " (and on ball or free joints cuda.dca too)");
     return 1;
   }
   if (alg == CFD_GPU_CFA && n > CFD_GPU_CFA_MAX_N) {
@@ -794,8 +794,15 @@ int cfd_gpu_split_launches(const cfd_gpu* g) { return g->split_launches; }
 int cfd_gpu_set_tuning(cfd_gpu* g, const cfd_gpu_tuning* t, char* err, int err_size) {
   static const cfd_gpu_tuning defaults = {};
   int dca_links = cfd_gpu_dca_links(g);
+  cfd_gpu_tuning old = g->tune;
   g->tune = t ? *t : defaults;
   if (cfd_gpu_dca_links(g) != dca_links) {  // DCA's scratch per instance changes with it
+    if (g->pending) {  // (a split call's states sit in the buffers this would free)
+      g->tune = old;
+      snprintf(err, err_size, "%s: a split call is under way: finish or cancel it before changing "
+               "the links per subsystem", cfd_gpu_algorithm_name(g->alg));
+      return 1;
+    }
     cudaSetDevice(g->device);
     free_batch_buffers(g);
     g->capacity = g->staged = 0;
