@@ -395,6 +395,20 @@ static int scan_chain(const char* spec, int tile, cfd_chain* c) {
   return !ok;
 }
 
+// One random state of c (q uniform in +-qmax, qd in +-2, tau in +-1, a joint-diagonal term in
+// [0, 0.1]) and its reference qacc
+static void random_state(const cfd_chain* c, double qmax, unsigned seed, double* q, double* qd,
+                         double* tau, double* extra, double* ref) {
+  cfd_rng rng = {seed};
+  for (int i = 0; i < c->n; i++) {
+    q[i] = cfd_rng_uniform(&rng, -qmax, qmax);
+    qd[i] = cfd_rng_uniform(&rng, -2, 2);
+    tau[i] = cfd_rng_uniform(&rng, -1, 1);
+    extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
+  }
+  cfd_fd_reference(c, q, qd, tau, extra, ref);
+}
+
 // The scan twin on c against the reference, one random state (q uniform in +-qmax; a ball's
 // three: a rotation vector) with joint-diagonal terms, blocks of L[0..3] links (cpu.fast's error
 // printed beside it when fast). 1e-11 up to 200 links, then growing linearly with the chain, as
@@ -410,14 +424,7 @@ static void scan_against_reference(const cfd_chain* c, const char* label, const 
   EXPECT(v && w, "%d links: out of memory", n);
   if (v && w) {
     double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
-    cfd_rng rng = {seed};
-    for (int i = 0; i < n; i++) {
-      q[i] = cfd_rng_uniform(&rng, -qmax, qmax);
-      qd[i] = cfd_rng_uniform(&rng, -2, 2);
-      tau[i] = cfd_rng_uniform(&rng, -1, 1);
-      extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
-    }
-    cfd_fd_reference(c, q, qd, tau, extra, ref);
+    random_state(c, qmax, seed, q, qd, tau, extra, ref);
     int st = 0;
     double worst = 0;
     printf("abia scan, %s (%d links):", label, n);
@@ -453,14 +460,7 @@ static void dca_against_reference(const cfd_chain* c, const char* label, const i
   EXPECT(v && w, "%d links: out of memory", n);
   if (v && w) {
     double *q = v, *qd = q + n, *tau = qd + n, *extra = tau + n, *ref = extra + n, *x = ref + n;
-    cfd_rng rng = {seed};
-    for (int i = 0; i < n; i++) {
-      q[i] = cfd_rng_uniform(&rng, -qmax, qmax);
-      qd[i] = cfd_rng_uniform(&rng, -2, 2);
-      tau[i] = cfd_rng_uniform(&rng, -1, 1);
-      extra[i] = cfd_rng_uniform(&rng, 0, 0.1);
-    }
-    cfd_fd_reference(c, q, qd, tau, extra, ref);
+    random_state(c, qmax, seed, q, qd, tau, extra, ref);
     int st = 0;
     double worst = 0;
     printf("dca, %s (%d links): subsystems of", label, n);
