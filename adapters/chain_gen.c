@@ -378,7 +378,8 @@ static int set_actuator(mjsActuator* a, int kind, double k, double scale, char* 
   return 0;
 }
 
-mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
+// The chain as an mjSpec (not compiled); NULL with a message in err on failure
+static mjSpec* chain_spec(const cfd_chain_gen* g, char* err, int err_size) {
   if (!g) {
     set_err(err, err_size, "chain: null generator");
     return NULL;
@@ -618,14 +619,39 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
     mj_deleteSpec(spec);
     return NULL;
   }
+  return spec;
+}
 
+static mjModel* compile_spec(mjSpec* spec, char* err, int err_size) {
   mjModel* m = mj_compile(spec, NULL);
   if (!m) {
     const char* msg = mjs_getError(spec);
     set_err(err, err_size, "chain: compile failed: %s", msg && msg[0] ? msg : "(no message)");
   }
+  return m;
+}
+
+mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size) {
+  mjSpec* spec = chain_spec(g, err, err_size);
+  if (!spec) return NULL;
+  mjModel* m = compile_spec(spec, err, err_size);
   mj_deleteSpec(spec);
   return m;
+}
+
+int cfd_chain_save_xml(const cfd_chain_gen* g, const char* path, char* err, int err_size) {
+  mjSpec* spec = chain_spec(g, err, err_size);
+  if (!spec) return 1;
+  mjModel* m = compile_spec(spec, err, err_size);  // (the spec is saved as compiled)
+  int st = !m;
+  if (m) {
+    char buf[1024] = "";
+    st = !mj_saveXML(spec, path, buf, sizeof buf) ? 0 : 1;
+    if (st) set_err(err, err_size, "chain: writing '%s': %s", path, buf[0] ? buf : "unknown error");
+    mj_deleteModel(m);
+  }
+  mj_deleteSpec(spec);
+  return st;
 }
 
 //------------------------------------------------------------------------------------------------

@@ -76,6 +76,10 @@ int cfd_chain_gen_parse(const char* spec, cfd_chain_gen* g, char* err, int err_s
 // Names: bodies "link0".."link{n-1}", joints "j0".., actuators "a0"..
 mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size);
 
+// Write the chain as MJCF to path (MuJoCo's own writer, from the same mjSpec that
+// cfd_chain_generate compiles). Returns 0 on success, nonzero with a message in err.
+int cfd_chain_save_xml(const cfd_chain_gen* g, const char* path, char* err, int err_size);
+
 // Load a model from an MJCF path, or generate it from a "chain:..." spec.
 // Returns NULL with a message in err on failure. Free with mj_deleteModel.
 mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size);

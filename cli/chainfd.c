@@ -1,4 +1,5 @@
-// chainfd: the command-line tool. `chainfd info MODEL`, `chainfd check MODEL ...`.
+// chainfd: the command-line tool. `chainfd info MODEL`, `chainfd check MODEL ...`,
+// `chainfd export MODEL OUT.xml`.
 // MODEL is an MJCF file or a generated chain "chain:N[,key=value...]" (adapters/chain_gen.h).
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,8 @@ static void usage(FILE* f) {
           "        --derivatives [--states N]   d qacc / d(q, qvel, ctrl) against differences\n"
           "                  of the long-double reference (bound 1e-8), the step's A and B\n"
           "                  against mjd_transitionFD (bound 1e-5)\n"
+          "  export MODEL OUT.xml   the model as MJCF (a generated chain written by MuJoCo\n"
+          "                  from the mjSpec chainfd compiles), for other engines to load\n"
           "  A bad option value exits with status 2; out of memory with status 1.\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1|2,gravity=0,multijoint=1,timestep=T]; default %s\n",
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(argv[1], "info")) return cfd_cmd_info(argc - 2, argv + 2);
   if (!strcmp(argv[1], "check")) return cfd_cmd_check(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "export")) return cfd_cmd_export(argc - 2, argv + 2);
   fprintf(stderr, "chainfd: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -1,8 +1,12 @@
 // Every CPU back end against MuJoCo beyond what `chainfd check` covers: the mass matrix against
 // mj_fullM, the joint-diagonal term (h*damping) against (M + hD) qacc = qfrc_smooth solved with
 // MuJoCo's own M, gravity off, and the back ends against each other on random chains.
+#define _GNU_SOURCE  // mkstemps
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aba_world.h"
 #include "aba_world_tree.h"
@@ -521,7 +525,52 @@ static void test_abia_scan_balls(void) {
   }
 }
 
+// chainfd export: a generated chain written as MJCF and loaded back is the same model, up to the
+// writer's six significant digits: sizes, names and mj_forward's qacc on one state (1e-5
+// relative: the rounded inertias and frames move it by about 1e-6)
+static void test_export_round_trip(void) {
+  const char* spec = "chain:30,random=1,seed=3,slide=0.2,damping=0.1,armature=0.01,stiffness=1,actuators=1";
+  char err[1024], path[] = "/tmp/chainfd_export_XXXXXX.xml";
+  int fd = mkstemps(path, 4);
+  EXPECT(fd >= 0, "mkstemps failed");
+  if (fd < 0) return;
+  close(fd);
+  cfd_chain_gen g;
+  EXPECT(!cfd_chain_gen_parse(spec, &g, err, sizeof err), "%s", err);
+  EXPECT(!cfd_chain_save_xml(&g, path, err, sizeof err), "save: %s", err);
+  mjModel* a = cfd_chain_generate(&g, err, sizeof err);
+  mjModel* b = mj_loadXML(path, NULL, err, sizeof err);
+  EXPECT(a && b, "load back: %s", err);
+  if (a && b) {
+    EXPECT(a->nbody == b->nbody && a->njnt == b->njnt && a->nv == b->nv && a->nu == b->nu,
+           "sizes differ: nbody %d/%d njnt %d/%d nu %d/%d", (int)a->nbody, (int)b->nbody,
+           (int)a->njnt, (int)b->njnt, (int)a->nu, (int)b->nu);
+    EXPECT(!strcmp(mj_id2name(b, mjOBJ_JOINT, 5), "j5"), "joint names lost");
+    mjData *da = mj_makeData(a), *db = mj_makeData(b);
+    cfd_rng rng = {9};
+    cfd_random_state(a, da, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+    mju_copy(db->qpos, da->qpos, a->nq);
+    mju_copy(db->qvel, da->qvel, a->nv);
+    mju_copy(db->ctrl, da->ctrl, a->nu);
+    mj_forward(a, da);
+    mj_forward(b, db);
+    double num = 0, den = 0;
+    for (int i = 0; i < a->nv; i++) {
+      num = fmax(num, fabs(da->qacc[i] - db->qacc[i]));
+      den = fmax(den, fabs(da->qacc[i]));
+    }
+    printf("export round trip %s: qacc apart by %.2e relative\n", spec, num / den);
+    EXPECT(num <= 1e-5 * den, "exported model's qacc apart by %.3e relative", num / den);
+    mj_deleteData(da);
+    mj_deleteData(db);
+  }
+  mj_deleteModel(a);
+  mj_deleteModel(b);
+  remove(path);
+}
+
 int main(void) {
+  test_export_round_trip();
   test_abia_scan();
   test_abia_scan_balls();
   test_cfa_refusals();
