@@ -90,12 +90,13 @@ static int make_tiled_set(int n, model_set* s) {
   return make_tiled_set_of("chain:1000,random=1,seed=1,armature=0.01", n, s);
 }
 
-static int make_set(const char* spec, model_set* s, int threads) {
+// (disable: MuJoCo flags to set besides mjDSBL_CONSTRAINT; random qfrc_applied: a flag)
+static int make_set_flags(const char* spec, model_set* s, int threads, int disable, int random_qfrc) {
   char err[1024];
   memset(s, 0, sizeof(*s));
   s->m = cfd_load_model(spec, err, sizeof err);
   if (!s->m) { fprintf(stderr, "%s: %s\n", spec, err); return 1; }
-  s->m->opt.disableflags |= mjDSBL_CONSTRAINT;
+  s->m->opt.disableflags |= mjDSBL_CONSTRAINT | disable;
   if (cfd_chain_from_model(s->m, &s->chain, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
   int n = s->chain.n;
   s->q = NEED(malloc(sizeof(double) * POOL * n));
@@ -105,7 +106,8 @@ static int make_set(const char* spec, model_set* s, int threads) {
   cfd_rng r = {42};
   for (int k = 0; k < POOL; k++) {
     s->pool[k] = mj_makeData(s->m);
-    cfd_random_state(s->m, s->pool[k], &r, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL);
+    cfd_random_state(s->m, s->pool[k], &r, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL | CFD_RANDOM_CTRL |
+                                             (random_qfrc ? CFD_RANDOM_QFRC : 0));
     mj_forward(s->m, s->pool[k]);
     cfd_state_from_data(s->m, s->pool[k], &s->chain, s->q + k * n, s->qd + k * n, s->tau + k * n, xw);
   }
@@ -113,6 +115,10 @@ static int make_set(const char* spec, model_set* s, int threads) {
   s->ndatas = threads;
   for (int t = 0; t < threads; t++) s->datas[t] = mj_makeData(s->m);
   return 0;
+}
+
+static int make_set(const char* spec, model_set* s, int threads) {
+  return make_set_flags(spec, s, threads, 0, 0);
 }
 
 static void free_set(model_set* s) {
@@ -1052,6 +1058,102 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 }
 
 
+// ---- peers: chainfd's side of bench/peers' GPU table ---------------------------------------------
+// The models and batches bench/peers/peers_gpu.py times MJX and MuJoCo Warp on (the same MJCF
+// files), the same problems: forward dynamics with constraints, contacts, actuation, springs and
+// damping disabled (qacc = (M + diag(armature))^-1 (qfrc_applied - bias)), cuda.abia from device
+// arrays, and cpu.fast on one core at B = 1; steps with constraints and contacts disabled,
+// chainfd_rollout of H steps from device arrays (final states only, as a scan returns them), the
+// time per batch step. us_per_batch is per batched call (fd) or per batched step (step).
+static void peers(const char* const* models, int nmodels, const int* batches, int nb, int H,
+                  double budget) {
+  char err[1024];
+  for (int k = 0; k < nmodels; k++) {
+    const char* eq = strchr(models[k], '=');
+    char label[128];
+    snprintf(label, sizeof label, "%.*s", eq ? (int)(eq - models[k]) : 0, models[k]);
+    const char* path = eq ? eq + 1 : models[k];
+    model_set s;
+    if (make_set_flags(path, &s, 1, mjDSBL_CONTACT | mjDSBL_ACTUATION | mjDSBL_SPRING | mjDSBL_DAMPER, 1)) {
+      free_set(&s);
+      continue;
+    }
+    int n = s.chain.n;
+    printf("\n== peers: %s (%s, n = %d) ==\n", label, path, n);
+    double f1 = fast_one_us(&s, budget);
+    emit("peers_fd", label, n, 1, "cpu.fast", f1, 0, 0);
+    printf("fd   B=%6d cpu.fast (1 core) %10.2f us\n", 1, f1);
+    for (int i = 0; i < nb; i++) {
+      int B = batches[i];
+      if ((double)B * n > 64e6) { printf("fd   B=%6d skipped: %d x %d dofs\n", B, B, n); continue; }
+      gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
+      if (!gm.ok) continue;
+      emit("peers_fd", label, n, B, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
+      printf("fd   B=%6d cuda.abia %10.2f us (kernel %.2f)  %.3g FD/s  err %.1e\n", B, gm.wall_us,
+             gm.kernel_us, B / (gm.wall_us * 1e-6), gm.err);
+      fflush(stdout);
+    }
+    free_set(&s);
+
+    mjModel* m = cfd_load_model(path, err, sizeof err);
+    if (!m) { fprintf(stderr, "%s: %s\n", path, err); continue; }
+    m->opt.disableflags |= mjDSBL_CONSTRAINT | mjDSBL_CONTACT;
+    chainfd_rollout* r;
+    if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) {
+      printf("step refused: %s\n", err);
+      mj_deleteModel(m);
+      continue;
+    }
+    int nx = 2 * m->nv, nu = m->nu;
+    mjData* d = mj_makeData(m);
+    for (int i = 0; i < nb; i++) {
+      int B = batches[i];
+      if ((double)B * nx * 8 * 2 > 8e9 || (double)B * H * (nu ? nu : 1) * 8 > 8e9) {
+        printf("step B=%6d skipped: memory\n", B);
+        continue;
+      }
+      double* init = NEED(malloc(sizeof(double) * (size_t)B * nx));
+      double* ctrl = NEED(malloc(sizeof(double) * (size_t)B * H * (nu ? nu : 1)));
+      cfd_rng rng = {7};
+      for (int b = 0; b < B; b++) {
+        if (b < POOL) {
+          mj_resetData(m, d);
+          cfd_random_state(m, d, &rng, CFD_RANDOM_QPOS | CFD_RANDOM_QVEL);
+          chainfd_rollout_get_state(m, d, init + (size_t)b * nx);
+        } else {
+          memcpy(init + (size_t)b * nx, init + (size_t)(b % POOL) * nx, sizeof(double) * nx);
+        }
+      }
+      for (size_t j = 0; j < (size_t)B * H * nu; j++) ctrl[j] = cfd_rng_uniform(&rng, -1, 1);
+      double *dinit, *dctrl, *dout;
+      cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
+      cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+      cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * nx);
+      cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
+      cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+      double t[7];
+      int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
+      for (int rep = 0; ok && rep < 7; rep++) {
+        double a = now();
+        ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
+        t[rep] = now() - a;
+      }
+      if (!ok) printf("step B=%6d error: %s\n", B, err);
+      else {
+        double us = cfd_median(t, 7) / H * 1e6;
+        emit("peers_step", label, n, B, "cuda.rollout", us, 0, 0);
+        printf("step B=%6d chainfd_rollout %10.2f us per batch step  %.3g steps/s\n", B, us, B / (us * 1e-6));
+      }
+      fflush(stdout);
+      cudaFree(dinit); cudaFree(dctrl); cudaFree(dout);
+      free(init); free(ctrl);
+    }
+    mj_deleteData(d);
+    chainfd_rollout_free(r);
+    mj_deleteModel(m);
+  }
+}
+
 // ---- rollouts with joint limits and friction loss against the same rollouts without ----------------
 // The arm as it is, and with every joint limited to +-LIM_RANGE rad (rows in most of the random
 // states and along their rollouts: rollout_step.h solves them in the step), and with a friction
@@ -1412,6 +1514,8 @@ int main(int argc, char** argv) {
   const char* only = NULL;  // --only cfa|abia|scan|dca|fig2|fig3|rollout|rollout_long|multigpu|trees
   double budget = 0.3;
   const char* prog = "chainfd-bench-gpu";
+  const char* peer_models[16];  // --only peers: --model LABEL=PATH (repeated), --batches, --horizon
+  int npeer_models = 0, horizon = 64, batches[16] = {1, 64, 1024, 4096, 65536}, nbatches = 5;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) {
@@ -1427,14 +1531,32 @@ int main(int argc, char** argv) {
       if (cfd_arg_double(prog, argv[i], argv[i + 1], 1e-3, 3600, &budget)) return 2;
       i++;
     } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+      if (npeer_models == 16 || !strchr(argv[i + 1], '=')) {
+        fprintf(stderr, "%s: --model takes LABEL=PATH, at most 16 times\n", prog);
+        return 2;
+      }
+      peer_models[npeer_models++] = argv[++i];
+    } else if (!strcmp(argv[i], "--horizon") && i + 1 < argc) {
+      if (cfd_arg_int(prog, argv[i], argv[i + 1], 1, 4096, &horizon)) return 2;
+      i++;
+    } else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
+      char list[256], *save = NULL;
+      snprintf(list, sizeof list, "%s", argv[++i]);
+      nbatches = 0;
+      for (char* tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (nbatches == 16 || cfd_arg_int(prog, "--batches", tok, 1, 1 << 22, &batches[nbatches])) return 2;
+        nbatches++;
+      }
+      if (!nbatches) { fprintf(stderr, "%s: --batches takes B,B,...\n", prog); return 2; }
+    } else if (!strcmp(argv[i], "--cfa-steps") && i + 1 < argc) {
       int k;  // 0: no refinement
       if (cfd_arg_int(prog, argv[i], argv[i + 1], 0, 64, &k)) return 2;
       i++;
       cfa_steps = k > 0 ? k : CFD_CFA_NO_REFINE;
     }
     else {
-      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|dca|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv|deriv_long] [--cfa-steps K]\n");
+      fprintf(stderr, "usage: chainfd-bench-gpu [--out DIR] [--min-n N] [--max-n N] [--max-batch B] [--budget S] [--only cfa|abia|scan|dca|fig2|fig3|rollout|rollout_limits|rollout_long|multigpu|trees|deriv|deriv_long|peers] [--cfa-steps K] [--model LABEL=PATH ... --batches B,B,... --horizon H]\n");
       return 2;
     }
   }
@@ -1443,12 +1565,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   static const char* const parts[] = {"cfa", "abia", "scan", "dca", "fig2", "fig3", "rollout",
-                                      "rollout_limits", "rollout_long", "multigpu", "trees", "deriv", "deriv_long"};
+                                      "rollout_limits", "rollout_long", "multigpu", "trees", "deriv", "deriv_long",
+                                      "peers"};
   int known = !only;
   for (int k = 0; k < (int)(sizeof parts / sizeof parts[0]) && !known; k++) known = !strcmp(only, parts[k]);
   if (!known) {
     fprintf(stderr, "%s: --only takes cfa, abia, scan, dca, fig2, fig3, rollout, rollout_limits, "
-            "rollout_long, multigpu, trees, deriv or deriv_long, not '%s'\n", prog, only);
+            "rollout_long, multigpu, trees, deriv, deriv_long or peers, not '%s'\n", prog, only);
+    return 2;
+  }
+  if ((only && !strcmp(only, "peers")) != (npeer_models > 0)) {
+    fprintf(stderr, "%s: --model goes with --only peers, which needs at least one\n", prog);
     return 2;
   }
   if (cfd_gpu_device_count() == 0) {
@@ -1523,6 +1650,7 @@ int main(int argc, char** argv) {
               maxB < 16384 ? maxB : 16384, budget);  // B = 16384: 1.7 GB of trajectories each way
   }
   if (!only || !strcmp(only, "trees")) trees(maxB, budget, cores);
+  if (only && !strcmp(only, "peers")) peers(peer_models, npeer_models, batches, nbatches, horizon, budget);
   fprintf(json, "\n  ]\n}\n");
   fclose(json);
   printf("\nwrote %s\n", path);

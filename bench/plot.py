@@ -24,6 +24,7 @@ STYLE = {
     "cuda.jsiia": ("chainfd cuda.jsiia", "tab:orange", "v"),
     "cuda.cfa": ("chainfd cuda.cfa", "tab:red", "x"),
     "cuda.abia.f32": ("chainfd cuda.abia, float32", "tab:cyan", "d"),
+    "cuda.dca": ("chainfd cuda.dca", "tab:brown", "*"),
     "mujoco.allcores.mj_step": ("MuJoCo mj_step, all cores", "gray", "s"),
     "cuda.rollout.resident": ("chainfd_rollout, states on the GPU", "tab:blue", "D"),
     "cuda.rollout.end_to_end": ("chainfd_rollout, end to end (transfers)", "tab:purple", "o"),
@@ -49,6 +50,9 @@ def series(rows, fig, model=None):
 
 def plot(rows, fig, model, xkey, title, path, device):
     s = series(rows, fig, model)
+    if not s:  # not in these JSON files: an earlier plot stays
+        print(f"{path}: no {fig} rows, left as it is")
+        return
     plt.figure(figsize=(7, 4.5))
     for name, pts in s.items():
         pts.sort(key=lambda r: r[xkey])
