@@ -80,7 +80,8 @@ mjModel* cfd_chain_generate(const cfd_chain_gen* g, char* err, int err_size);
 // cfd_chain_generate compiles). Returns 0 on success, nonzero with a message in err.
 int cfd_chain_save_xml(const cfd_chain_gen* g, const char* path, char* err, int err_size);
 
-// Load a model from an MJCF path, or generate it from a "chain:..." spec.
+// Load a model from an MJCF path, a binary model (.mjb, MuJoCo's own version only), or generate it
+// from a "chain:..." spec.
 // Returns NULL with a message in err on failure. Free with mj_deleteModel.
 mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size);
 

@@ -31,8 +31,10 @@ static void usage(FILE* f) {
           "        --derivatives [--states N]   d qacc / d(q, qvel, ctrl) against differences\n"
           "                  of the long-double reference (bound 1e-8), the step's A and B\n"
           "                  against mjd_transitionFD (bound 1e-5)\n"
-          "  export MODEL OUT.xml   the model as MJCF (a generated chain written by MuJoCo\n"
-          "                  from the mjSpec chainfd compiles), for other engines to load\n"
+          "  export MODEL OUT.xml|OUT.mjb   the model as MJCF (a generated chain written by\n"
+          "                  MuJoCo from the mjSpec chainfd compiles; read back to check it\n"
+          "                  loads: past about 496 links MuJoCo's XML reader cannot) or as\n"
+          "                  MuJoCo's binary model (any size, the same MuJoCo version only)\n"
           "  A bad option value exits with status 2; out of memory with status 1.\n"
           "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1|2,gravity=0,multijoint=1,timestep=T]; default %s\n",

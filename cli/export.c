@@ -1,7 +1,10 @@
-// chainfd export MODEL OUT.xml: the model as MJCF, for other engines and tools to load. For a
-// generated chain (chain:N,...) this is the only way to see it as a file: it is written by
+// chainfd export MODEL OUT.xml|OUT.mjb: the model as a file for other engines and tools. For a
+// generated chain (chain:N,...) this is the only way to see it as a file: MJCF is written by
 // MuJoCo's own writer from the mjSpec that chainfd compiles, so an engine that loads OUT.xml gets
-// the same mjModel. An MJCF file is loaded and written back (mj_saveLastXML).
+// the same mjModel (to the writer's six digits); an MJCF file is loaded and written back
+// (mj_saveLastXML). The MJCF is read back to check it loads: MuJoCo's XML reader refuses elements
+// nested past its depth limit, so chains past about 496 links cannot travel as MJCF. OUT.mjb is
+// MuJoCo's binary model (mj_saveModel: exact, any depth, read only by the same MuJoCo version).
 #include <stdio.h>
 #include <string.h>
 
@@ -12,11 +15,30 @@
 
 int cfd_cmd_export(int argc, char** argv) {
   if (argc != 2 || argv[0][0] == '-' || argv[1][0] == '-') {
-    fprintf(stderr, "usage: chainfd export MODEL OUT.xml\n");
+    fprintf(stderr, "usage: chainfd export MODEL OUT.xml|OUT.mjb\n");
     return 2;
   }
   const char *model = argv[0], *out = argv[1];
   char err[1024] = "";
+  size_t len = strlen(out);
+  if (len > 4 && !strcmp(out + len - 4, ".mjb")) {
+    mjModel* m = cfd_load_model(model, err, sizeof err);
+    if (!m) {
+      fprintf(stderr, "chainfd export: %s\n", err);
+      return 1;
+    }
+    FILE* f = fopen(out, "wb");  // (mj_saveModel reports no error of its own)
+    if (f) fclose(f);
+    if (!f) {
+      fprintf(stderr, "chainfd export: cannot write '%s'\n", out);
+      mj_deleteModel(m);
+      return 1;
+    }
+    mj_saveModel(m, out, NULL, 0);
+    mj_deleteModel(m);
+    printf("wrote %s (MuJoCo %s's binary model)\n", out, mj_versionString());
+    return 0;
+  }
   if (!strncmp(model, "chain:", 6)) {
     cfd_chain_gen g;
     if (cfd_chain_gen_parse(model, &g, err, sizeof err) || cfd_chain_save_xml(&g, out, err, sizeof err)) {
@@ -36,6 +58,15 @@ int cfd_cmd_export(int argc, char** argv) {
       return 1;
     }
   }
+  mjModel* back = mj_loadXML(out, NULL, err, sizeof err);
+  if (!back) {
+    fprintf(stderr, "chainfd export: wrote '%s', but MuJoCo cannot load it back: %s%s\n", out,
+            err[0] ? err : "unknown error",
+            strstr(err, "XML parse error") ? " (a body tree this deep is past its XML reader's "
+                                             "nesting limit: write OUT.mjb instead)" : "");
+    return 1;
+  }
+  mj_deleteModel(back);
   printf("wrote %s\n", out);
   return 0;
 }

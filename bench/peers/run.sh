@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench/peers/run.sh --cpu: chainfd's fast CPU path against Pinocchio's aba and MuJoCo's
 # mj_forward, one core, double precision, the same models and states (bench/peers/README.md).
+# bench/peers/run.sh --gpu: chainfd on the GPU against MJX and MuJoCo Warp (gpu.sh).
 #
 # Needs build/ from scripts/setup.sh (it rebuilds the three chainfd libraries it links) and
 # MuJoCo's wheel in .deps/venv. Installs Pinocchio (requirements-cpu.txt) into its own venv,
 # .deps/peers; never touches .deps/venv. Builds into build/peers/.
 #
-# Options: --cpu (the only part so far); PEERS_MODELS="..." to replace the model list;
+# Options (--cpu): PEERS_MODELS="..." to replace the model list;
 # PEERS_ARGS="..." extra arguments for peers_cpu (--rounds=R, --states=K, --round-ms=T,
 # --pin-build=manual); PEERS_MARCH to override the -march (default: x86-64-v3 where chainfd's
 # CMake uses it, i.e. when the CPU has avx2, fma and bmi2; else none).
@@ -15,8 +16,11 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 
 mode="${1:-}"
+if [ "$mode" = "--gpu" ]; then
+  exec bench/peers/gpu.sh
+fi
 if [ "$mode" != "--cpu" ]; then
-  echo "usage: bench/peers/run.sh --cpu   (the GPU peers are not done yet)" >&2
+  echo "usage: bench/peers/run.sh --cpu|--gpu" >&2
   exit 2
 fi
 
