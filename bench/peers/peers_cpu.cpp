@@ -27,6 +27,7 @@
 // (pinocchio_aba_world: aba with Convention::WORLD; mujoco_smooth: MuJoCo's dynamics alone, see
 // time_mj_smooth) and one "check ..." line per model.
 
+#include <pinocchio/algorithm/aba-derivatives.hpp>
 #include <pinocchio/algorithm/aba.hpp>
 #include <pinocchio/multibody.hpp>
 #include <pinocchio/serialization.hpp>
@@ -52,6 +53,7 @@
 extern "C" {
 #include "chain.h"
 #include "chain_gen.h"
+#include "chainfd_deriv.h"  // the public API, from the plugin's shared library
 #include "mj_chain.h"
 }
 #include "mj_random.h"  // static inline splitmix64 (cfd_rng), C and C++ alike
@@ -494,6 +496,85 @@ int main(int argc, char** argv) {
                   t, t_cfd, t / t_cfd);
     }
     std::fflush(stdout);
+
+    // ---- derivatives: d qacc / d(q, qvel) at tau = 0, chainfd_deriv_qacc (its CPU path, from
+    // mjData's qpos and qvel) against Pinocchio's computeABADerivatives. Only where the two
+    // differentiate the same function: no actuators, springs or damping (chainfd's derivatives
+    // take those forces' own derivatives; Pinocchio's take tau as given)
+    bool passive = m->nu > 0;
+    for (int i = 0; i < m->nv; i++) passive = passive || m->dof_damping[i] != 0;
+    for (int j = 0; j < m->njnt; j++) passive = passive || m->jnt_stiffness[j] != 0;
+    chainfd_deriv* dv = nullptr;
+    if (passive || !pin_ok) {
+      std::printf("note model=%s: derivatives not compared (%s)\n", label.c_str(),
+                  !pin_ok ? "no Pinocchio Data" : "actuators, springs or damping: not the same function");
+    } else if (chainfd_deriv_create(m, CHAINFD_CPU, &dv, err, sizeof err)) {
+      std::printf("error model=%s: chainfd_deriv_create: %s\n", label.c_str(), err);
+      failures++;
+    } else {
+      const int nv = m->nv;
+      std::vector<double> dq(nv * nv), dqv(nv * nv), qa(nv);
+      Eigen::VectorXd zero = Eigen::VectorXd::Zero(n);
+      double worst_q = 0, worst_v = 0;
+      int dst = 0;
+      for (int s = 0; s < K; s++) {
+        mj_set(s);
+        mju_zero(d->qfrc_applied, nv);
+        dst |= chainfd_deriv_qacc(dv, m, d, qa.data(), dq.data(), dqv.data(), NULL, err, sizeof err);
+        pinocchio::computeABADerivatives(pm, pd, pq[s], pv[s], zero);
+        double nq = 0, nvv = 0, eq = 0, ev = 0;
+        for (int i = 0; i < n; i++)
+          for (int j = 0; j < n; j++) {
+            double a = dq[c.dof[i] * nv + c.dof[j]], b = pd.ddq_dq(pin_v[i], pin_v[j]);
+            double av = dqv[c.dof[i] * nv + c.dof[j]], bv = pd.ddq_dv(pin_v[i], pin_v[j]);
+            eq = std::max(eq, std::fabs(a - b)), nq = std::max(nq, std::fabs(b));
+            ev = std::max(ev, std::fabs(av - bv)), nvv = std::max(nvv, std::fabs(bv));
+          }
+        worst_q = std::max(worst_q, eq / nq), worst_v = std::max(worst_v, ev / nvv);
+      }
+      bool ok = dst == 0 && worst_q <= 1e-6 && worst_v <= 1e-6;
+      std::printf("deriv_check model=%s n=%d dq_rel=%.2e dqvel_rel=%.2e %s\n", label.c_str(), n, worst_q,
+                  worst_v, ok ? "OK" : (dst ? ("chainfd: " + std::string(err)).c_str() : "DISAGREE"));
+      if (!ok) failures++;
+      auto g_cfd = [&]() {
+        mj_set(sidx);
+        mju_zero(d->qfrc_applied, nv);
+        chainfd_deriv_qacc(dv, m, d, qa.data(), dq.data(), dqv.data(), NULL, err, sizeof err);
+        sink = sink + dq[0];
+      };
+      auto g_pin = [&]() {
+        pinocchio::computeABADerivatives(pm, pd, pq[sidx], pv[sidx], zero);
+        sink = sink + pd.ddq_dq(0, 0);
+      };
+      std::vector<std::function<void()>> gs = {g_cfd, g_pin};
+      std::vector<int> gcalls(2);
+      for (int e = 0; e < 2; e++) {
+        double t0 = now_s();
+        int k = 0;
+        do {
+          sidx = k % K;
+          gs[e]();
+          k++;
+        } while (now_s() - t0 < 5e-3 || k < 3);
+        gcalls[e] = std::max(1, (int)(A.round_s / ((now_s() - t0) / k)));
+      }
+      std::vector<std::vector<double>> gus(2);
+      for (int r = 0; r < A.rounds; r++)
+        for (int e = 0; e < 2; e++) {
+          double t0 = now_s();
+          for (int k = 0; k < gcalls[e]; k++) {
+            sidx = k % K;
+            gs[e]();
+          }
+          gus[e].push_back(1e6 * (now_s() - t0) / gcalls[e]);
+        }
+      double tc = median(gus[0]), tp = median(gus[1]);
+      std::printf("peer=pinocchio_aba_derivatives model=%s n=%d peer_us=%.4g chainfd_us=%.4g ratio=%.3g "
+                  "(d qacc / d(q, qvel); chainfd_deriv_qacc, its qacc included)\n",
+                  label.c_str(), n, tp, tc, tp / tc);
+      std::fflush(stdout);
+      chainfd_deriv_free(dv);
+    }
     (void)sink;
     cfd_chain_free(&c);
     mj_deleteData(d);

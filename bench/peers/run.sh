@@ -49,7 +49,7 @@ for h in pinocchio/algorithm/aba.hpp eigen3/Eigen/Core urdfdom_headers/urdf_mode
 done
 
 # --- chainfd's libraries -----------------------------------------------------------------------
-cmake --build build --target chainfd_kernels chainfd_adapters chainfd_scenes >/dev/null
+cmake --build build --target chainfd_kernels chainfd_adapters chainfd_scenes chainfd_plugin >/dev/null
 
 # --- the peer programs --------------------------------------------------------------------------
 march="${PEERS_MARCH-}"
@@ -76,9 +76,10 @@ build_helper() {
 # the timed program: Pinocchio header-only, chainfd's flags
 build_main() {
   $cxx -std=c++17 -O3 ${march:+-march=$march} -DNDEBUG $pin_defs \
-    -Ikernels -Iadapters -I"$mj_real/include" $pin_inc \
+    -Ikernels -Iadapters -Iinclude -I"$mj_real/include" $pin_inc \
     bench/peers/peers_cpu.cpp -o "$out/peers_cpu" \
     build/libchainfd_scenes.a build/libchainfd_adapters.a build/libchainfd_kernels.a \
+    "$root/build/plugin/libchainfd_plugin.so" -Wl,-rpath,"$root/build/plugin" \
     -L"$pfx/lib" -lboost_serialization -Wl,-rpath,"$pfx/lib" \
     "$(cd "$(dirname "$mj_lib")" && pwd)/$(basename "$mj_lib")" -Wl,-rpath,"$mj_real" -lm
 }
@@ -86,7 +87,8 @@ stamp="$out/.flags"
 flags="$cxx|$march|$pfx|$mj_lib|$(cat bench/peers/requirements-cpu.txt | md5sum)"
 need() {  # rebuild when the source, chainfd's libraries or the flags changed
   [ ! -x "$1" ] || [ "$2" -nt "$1" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$flags" ] && return 0
-  for l in build/libchainfd_scenes.a build/libchainfd_adapters.a build/libchainfd_kernels.a; do
+  for l in build/libchainfd_scenes.a build/libchainfd_adapters.a build/libchainfd_kernels.a \
+           build/plugin/libchainfd_plugin.so; do
     [ "$l" -nt "$1" ] && return 0
   done
   return 1
