@@ -670,6 +670,12 @@ mjModel* cfd_load_model(const char* path_or_spec, char* err, int err_size) {
 
   size_t len = strlen(path_or_spec);
   if (len > 4 && !strcmp(path_or_spec + len - 4, ".mjb")) {  // MuJoCo's binary model
+    FILE* f = fopen(path_or_spec, "rb");
+    if (!f) {
+      set_err(err, err_size, "load '%s': cannot open it", path_or_spec);
+      return NULL;
+    }
+    fclose(f);
     mjModel* m = mj_loadModel(path_or_spec, NULL);
     if (!m) set_err(err, err_size, "load '%s': not a binary model of MuJoCo %s", path_or_spec, mj_versionString());
     return m;

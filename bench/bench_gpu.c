@@ -1065,9 +1065,12 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
 // arrays, and cpu.fast on one core at B = 1; steps with constraints and contacts disabled,
 // chainfd_rollout of H steps from device arrays (final states only, as a scan returns them), the
 // time per batch step. us_per_batch is per batched call (fd) or per batched step (step).
-static void peers(const char* const* models, int nmodels, const int* batches, int nb, int H,
-                  double budget) {
+// Returns the number of rows that failed (a model not loaded or refused, a call that failed).
+// Step rows are not checked here (max_rel_err -1): chainfd_rollout against mj_step is test_rollout's.
+static int peers(const char* const* models, int nmodels, const int* batches, int nb, int H,
+                 double budget) {
   char err[1024];
+  int failed = 0;
   for (int k = 0; k < nmodels; k++) {
     const char* eq = strchr(models[k], '=');
     char label[128];
@@ -1076,6 +1079,7 @@ static void peers(const char* const* models, int nmodels, const int* batches, in
     model_set s;
     if (make_set_flags(path, &s, 1, mjDSBL_CONTACT | mjDSBL_ACTUATION | mjDSBL_SPRING | mjDSBL_DAMPER, 1)) {
       free_set(&s);
+      failed++;
       continue;
     }
     int n = s.chain.n;
@@ -1087,7 +1091,10 @@ static void peers(const char* const* models, int nmodels, const int* batches, in
       int B = batches[i];
       if ((double)B * n > 64e6) { printf("fd   B=%6d skipped: %d x %d dofs\n", B, B, n); continue; }
       gpu_meas gm = gpu_time(&s, CFD_GPU_ABIA, B, budget);
-      if (!gm.ok) continue;
+      if (!gm.ok) {
+        failed++;
+        continue;
+      }
       emit("peers_fd", label, n, B, "cuda.abia", gm.wall_us, gm.kernel_us, gm.err);
       printf("fd   B=%6d cuda.abia %10.2f us (kernel %.2f)  %.3g FD/s  err %.1e\n", B, gm.wall_us,
              gm.kernel_us, B / (gm.wall_us * 1e-6), gm.err);
@@ -1096,19 +1103,20 @@ static void peers(const char* const* models, int nmodels, const int* batches, in
     free_set(&s);
 
     mjModel* m = cfd_load_model(path, err, sizeof err);
-    if (!m) { fprintf(stderr, "%s: %s\n", path, err); continue; }
+    if (!m) { fprintf(stderr, "%s: %s\n", path, err); failed++; continue; }
     m->opt.disableflags |= mjDSBL_CONSTRAINT | mjDSBL_CONTACT;
     chainfd_rollout* r;
     if (chainfd_rollout_create(m, 0, &r, err, sizeof err)) {
       printf("step refused: %s\n", err);
       mj_deleteModel(m);
+      failed++;
       continue;
     }
     int nx = 2 * m->nv, nu = m->nu;
     mjData* d = mj_makeData(m);
     for (int i = 0; i < nb; i++) {
       int B = batches[i];
-      if ((double)B * nx * 8 * 2 > 8e9 || (double)B * H * (nu ? nu : 1) * 8 > 8e9) {
+      if ((double)B * nx * 8 * 2 > 8e9 || (double)B * H * nu * 8 > 8e9) {
         printf("step B=%6d skipped: memory\n", B);
         continue;
       }
@@ -1125,23 +1133,26 @@ static void peers(const char* const* models, int nmodels, const int* batches, in
         }
       }
       for (size_t j = 0; j < (size_t)B * H * nu; j++) ctrl[j] = cfd_rng_uniform(&rng, -1, 1);
-      double *dinit, *dctrl, *dout;
-      cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx);
-      cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-      cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * nx);
-      cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
-      cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+      double *dinit = NULL, *dctrl = NULL, *dout = NULL;
+      int ok = !cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx) &&
+               !cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1)) &&
+               !cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * nx) &&
+               !cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice) &&
+               !cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+      if (!ok) snprintf(err, sizeof err, "device arrays: %s", cudaGetErrorString(cudaGetLastError()));
       double t[7];
-      int ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
+      ok = ok && !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
       for (int rep = 0; ok && rep < 7; rep++) {
         double a = now();
         ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
         t[rep] = now() - a;
       }
-      if (!ok) printf("step B=%6d error: %s\n", B, err);
-      else {
+      if (!ok) {
+        printf("step B=%6d error: %s\n", B, err);
+        failed++;
+      } else {
         double us = cfd_median(t, 7) / H * 1e6;
-        emit("peers_step", label, n, B, "cuda.rollout", us, 0, 0);
+        emit("peers_step", label, n, B, "cuda.rollout", us, 0, -1);
         printf("step B=%6d chainfd_rollout %10.2f us per batch step  %.3g steps/s\n", B, us, B / (us * 1e-6));
       }
       fflush(stdout);
@@ -1152,6 +1163,7 @@ static void peers(const char* const* models, int nmodels, const int* batches, in
     chainfd_rollout_free(r);
     mj_deleteModel(m);
   }
+  return failed;
 }
 
 // ---- rollouts with joint limits and friction loss against the same rollouts without ----------------
@@ -1532,7 +1544,7 @@ int main(int argc, char** argv) {
       i++;
     } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
-      if (npeer_models == 16 || !strchr(argv[i + 1], '=')) {
+      if (npeer_models == 16 || !strchr(argv[i + 1], '=') || argv[i + 1][0] == '=') {
         fprintf(stderr, "%s: --model takes LABEL=PATH, at most 16 times\n", prog);
         return 2;
       }
@@ -1650,9 +1662,11 @@ int main(int argc, char** argv) {
               maxB < 16384 ? maxB : 16384, budget);  // B = 16384: 1.7 GB of trajectories each way
   }
   if (!only || !strcmp(only, "trees")) trees(maxB, budget, cores);
-  if (only && !strcmp(only, "peers")) peers(peer_models, npeer_models, batches, nbatches, horizon, budget);
+  int failed = 0;
+  if (only && !strcmp(only, "peers")) failed = peers(peer_models, npeer_models, batches, nbatches, horizon, budget);
   fprintf(json, "\n  ]\n}\n");
   fclose(json);
   printf("\nwrote %s\n", path);
-  return 0;
+  if (failed) fprintf(stderr, "%s: %d row(s) failed (above)\n", prog, failed);
+  return failed ? 1 : 0;
 }

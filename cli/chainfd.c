@@ -36,7 +36,7 @@ static void usage(FILE* f) {
           "                  loads: past about 496 links MuJoCo's XML reader cannot) or as\n"
           "                  MuJoCo's binary model (any size, the same MuJoCo version only)\n"
           "  A bad option value exits with status 2; out of memory with status 1.\n"
-          "MODEL: an MJCF file, or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
+          "MODEL: an MJCF file, a binary model (.mjb), or chain:N[,seed=S,random=1,slide=F,damping=D,armature=A,\n"
           "       stiffness=K,actuators=1|2,gravity=0,multijoint=1,timestep=T]; default %s\n",
           CFD_DEFAULT_SCENE);
 }

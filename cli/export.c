@@ -27,17 +27,21 @@ int cfd_cmd_export(int argc, char** argv) {
       fprintf(stderr, "chainfd export: %s\n", err);
       return 1;
     }
-    FILE* f = fopen(out, "wb");  // (mj_saveModel reports no error of its own)
-    if (f) fclose(f);
-    if (!f) {
-      fprintf(stderr, "chainfd export: cannot write '%s'\n", out);
-      mj_deleteModel(m);
+    mj_saveModel(m, out, NULL, 0);  // (it reports no error of its own: read the file back)
+    mjModel* back = mj_loadModel(out, NULL);
+    int ok = back && back->nbody == m->nbody && back->nv == m->nv;
+    mj_deleteModel(back);
+    mj_deleteModel(m);
+    if (!ok) {
+      fprintf(stderr, "chainfd export: could not write '%s' (or read it back)\n", out);
       return 1;
     }
-    mj_saveModel(m, out, NULL, 0);
-    mj_deleteModel(m);
     printf("wrote %s (MuJoCo %s's binary model)\n", out, mj_versionString());
     return 0;
+  }
+  if (len > 4 && strlen(model) > 4 && !strcmp(model + strlen(model) - 4, ".mjb")) {
+    fprintf(stderr, "chainfd export: a binary model (%s) cannot be written as MJCF\n", model);
+    return 1;
   }
   if (!strncmp(model, "chain:", 6)) {
     cfd_chain_gen g;
@@ -59,8 +63,9 @@ int cfd_cmd_export(int argc, char** argv) {
     }
   }
   mjModel* back = mj_loadXML(out, NULL, err, sizeof err);
-  if (!back) {
-    fprintf(stderr, "chainfd export: wrote '%s', but MuJoCo cannot load it back: %s%s\n", out,
+  if (!back) {  // (the file is removed: nothing should pick up a model MuJoCo cannot read)
+    remove(out);
+    fprintf(stderr, "chainfd export: MuJoCo cannot load '%s' back, so it was removed: %s%s\n", out,
             err[0] ? err : "unknown error",
             strstr(err, "XML parse error") ? " (a body tree this deep is past its XML reader's "
                                              "nesting limit: write OUT.mjb instead)" : "");

@@ -9,22 +9,25 @@
 # Writes build/peers/gpu/: chainfd_*.json, peers_*.json, peers_gpu.md, peers_gpu_{fd,step}.png,
 # and prints the table's lines. PEERS_GPU_QUICK=1: small batches and no 1000-link chain (a try).
 set -euo pipefail
+if [ -n "${PEERS_OFFLINE:-}" ]; then  # (relative to the caller's directory)
+  PEERS_OFFLINE=$(cd "$PEERS_OFFLINE" && pwd)
+fi
 cd "$(dirname "$0")/../.."
 out=build/peers/gpu
 mkdir -p "$out" "$out/models"
-for t in build/chainfd build/bench/chainfd-bench-gpu; do
-  [ -x "$t" ] || { echo "peers: $t missing: build chainfd with CUDA first (scripts/setup.sh)" >&2; exit 1; }
-done
+[ -f build/CMakeCache.txt ] || { echo "peers: build/ is not configured: run scripts/setup.sh first" >&2; exit 1; }
+cmake --build build --target chainfd chainfd-bench-gpu >/dev/null  # (a stale build may lack .mjb)
 
 # --- the peers' Python ------------------------------------------------------------------------
 if [ -n "${PEERS_OFFLINE:-}" ]; then
   site=$PWD/.deps/peers-gpu-site
-  if [ ! -f "$site/.done" ]; then
+  stamp="$(cd "$PEERS_OFFLINE" && ls -l)"  # (a repacked DIR is unpacked again)
+  if [ "$(cat "$site/.done" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "$site" && mkdir -p "$site"
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$PEERS_OFFLINE"/*.whl
     tar -xzf "$PEERS_OFFLINE/warp_lang_site.tgz" -C "$site"
     cat "$PEERS_OFFLINE"/warp.so.xz.part* | xz -d > "$site/warp/bin/warp.so"
-    touch "$site/.done"
+    echo "$stamp" > "$site/.done"
   fi
   py=python3
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
@@ -36,40 +39,32 @@ else
   py=.deps/peers-gpu/bin/python
 fi
 
-# --- the models: arm7 as it is, the chains written by chainfd (the same mjModel either side;
-# 1000 links only as MuJoCo's binary model, past its XML reader's nesting limit, which the
-# peers' MuJoCo must then read: the same version as chainfd's) ----------------------------------
-args=(--model arm7=scenes/arm7.xml)
-for n in 10 64 200 1000; do
-  ext=xml
-  [ "$n" -gt 496 ] && ext=mjb
-  build/chainfd export "chain:$n,random=1,seed=1,armature=0.01" "$out/models/chain$n.$ext" >/dev/null
-  args+=(--model "chain$n=$out/models/chain$n.$ext")
+# --- the models: arm7 as it is, the chains written by chainfd (the same mjModel either side).
+# The 1000-link chain only as MuJoCo's binary model (MJCF cannot carry that depth), which the
+# peers' MuJoCo (3.17, for MJX) cannot read: chainfd alone runs it -----------------------------
+short=(--model arm7=scenes/arm7.xml)
+for n in 10 64 200; do
+  build/chainfd export "chain:$n,random=1,seed=1,armature=0.01" "$out/models/chain$n.xml" >/dev/null
+  short+=(--model "chain$n=$out/models/chain$n.xml")
 done
+H=${PEERS_HORIZON:-64}
+batches="1,64,1024,4096,16384,65536"
+if [ -n "${PEERS_GPU_QUICK:-}" ]; then
+  batches="1,64"
+  short=("${short[@]:0:4}")  # arm7 and the 10-link chain
+fi
+if [ -z "${PEERS_GPU_QUICK:-}" ]; then
+  build/chainfd export "chain:1000,random=1,seed=1,armature=0.01" "$out/models/chain1000.mjb" >/dev/null
+  mkdir -p "$out/chainfd_large"
+  build/bench/chainfd-bench-gpu --only peers --model "chain1000=$out/models/chain1000.mjb" \
+    --batches 1,16,64,256 --horizon "$H" --budget 0.1 --out "$out/chainfd_large"
+fi
 
 # --- chainfd, then the peers, on the same models and batches -----------------------------------
-H=${PEERS_HORIZON:-64}
-if [ -n "${PEERS_GPU_QUICK:-}" ]; then
-  small="1,64"; large="1"; sets=("${args[@]:0:8}")
-else
-  small="1,64,1024,4096,16384,65536"; large="1,16,64,256"; sets=("${args[@]}")
-fi
-run_set() {  # $1 label, $2 batches, then --model arguments
-  local label=$1 batches=$2
-  shift 2
-  mkdir -p "$out/chainfd_$label"
-  build/bench/chainfd-bench-gpu --only peers "$@" --batches "$batches" --horizon "$H" --budget 0.1 \
-    --out "$out/chainfd_$label"
-  "$py" bench/peers/peers_gpu.py "$@" --batches "$batches" --horizon "$H" \
-    --peers "${PEERS:-mjx32,mjx64,warp}" --what fd,step --out "$out/peers_$label.json"
-}
-run_set small "$small" "${sets[@]:0:8}"
-if [ -z "${PEERS_GPU_QUICK:-}" ]; then
-  # the 1000-link chain: chainfd only. Its binary model is MuJoCo 4.0's, which the peers'
-  # MuJoCo (3.17, for MJX) cannot read, and MJCF cannot carry its depth (README.md)
-  mkdir -p "$out/chainfd_large"
-  build/bench/chainfd-bench-gpu --only peers "${args[@]:8}" --batches "$large" --horizon "$H" \
-    --budget 0.1 --out "$out/chainfd_large"
-fi
+mkdir -p "$out/chainfd_small"
+build/bench/chainfd-bench-gpu --only peers "${short[@]}" --batches "$batches" --horizon "$H" \
+  --budget 0.1 --out "$out/chainfd_small"
+"$py" bench/peers/peers_gpu.py "${short[@]}" --batches "$batches" --horizon "$H" \
+  --peers "${PEERS:-mjx32,mjx64,warp}" --what fd,step --out "$out/peers_small.json"
 chainfd_json=("$out"/chainfd_*/bench_gpu.json)
 "$py" bench/peers/table_gpu.py --chainfd "${chainfd_json[@]}" --peers "$out"/peers_*.json --out "$out"

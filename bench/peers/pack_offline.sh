@@ -10,8 +10,10 @@
 # warp-clang.so is left out (Warp then reports CPU kernels unavailable), warp.so is xz-compressed
 # and split into pieces of at most PIECE_MB (default 40), the rest of the package is one tarball.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 dir="${1:?usage: bench/peers/pack_offline.sh DIR}"
+mkdir -p "$dir" && dir=$(cd "$dir" && pwd)  # (relative to the caller's directory)
+cd "$(dirname "$0")/../.."
+command -v unzip >/dev/null || { echo "pack_offline: needs unzip" >&2; exit 1; }
 piece="${PIECE_MB:-40}"
 mkdir -p "$dir"
 req=bench/peers/requirements-gpu.txt
@@ -26,6 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 -d "$tmp" "$warp"
 (cd "$tmp" && unzip -q warp_lang-*.whl && rm warp_lang-*.whl warp/bin/warp-clang.so)
+rm -f "$dir"/warp.so.xz.part*  # (pieces of an earlier run with another size would join these)
 xz -T0 -6 -c "$tmp/warp/bin/warp.so" | split -b "${piece}m" -d - "$dir/warp.so.xz.part"
 rm "$tmp/warp/bin/warp.so"
 tar -C "$tmp" -czf "$dir/warp_lang_site.tgz" .

@@ -12,13 +12,13 @@
 # --pin-build=manual); PEERS_MARCH to override the -march (default: x86-64-v3 where chainfd's
 # CMake uses it, i.e. when the CPU has avx2, fma and bmi2; else none).
 set -euo pipefail
+mode="${1:-}"
+if [ "$mode" = "--gpu" ]; then
+  exec "$(dirname "$0")/gpu.sh"
+fi
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-mode="${1:-}"
-if [ "$mode" = "--gpu" ]; then
-  exec bench/peers/gpu.sh
-fi
 if [ "$mode" != "--cpu" ]; then
   echo "usage: bench/peers/run.sh --cpu|--gpu" >&2
   exit 2

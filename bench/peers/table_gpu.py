@@ -43,13 +43,14 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     crows, cdev = load_chainfd(a.chainfd)
-    p = {"rows": []}
+    p = {"rows": [], "sources": []}
     for path in a.peers:
         with open(path) as f:
             d = json.load(f)
         p["rows"] += d["rows"]
         p.setdefault("device", d.get("device"))
-        p.setdefault("versions", {}).update(d.get("versions", {}))
+        # each file's own versions (one file's MuJoCo may not be another's)
+        p["sources"].append((os.path.basename(path), d.get("device"), d.get("versions", {})))
     os.makedirs(a.out, exist_ok=True)
     lines, table = [], []
     for r in p["rows"]:
@@ -71,8 +72,10 @@ def main():
         lines.append(line)
         table.append((r, c, ratio, cpu))
     with open(os.path.join(a.out, "peers_gpu.md"), "w") as f:
-        f.write(f"GPU: {p.get('device', '?')} (chainfd's run: {cdev}).\n")
-        f.write("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(p.get("versions", {}).items())) + "\n\n")
+        f.write(f"chainfd's run: {cdev}.\n\n")
+        for name, dev, vers in p["sources"]:
+            f.write(f"- {name}: {dev}; " + ", ".join(f"{k} {v}" for k, v in sorted(vers.items())) + "\n")
+        f.write("\n")
         f.write("| model | n | B | what | peer | precision | peer us | chainfd (GPU, double) | chainfd us | "
                 "peer / chainfd | chainfd cpu.fast, 1 core | peer's error |\n")
         f.write("| --- | ---: | ---: | --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |\n")
@@ -96,6 +99,9 @@ def main():
         print("(matplotlib missing: no plots)")
         return
     models = sorted({(r["model"], r["n"]) for r, *_ in table}, key=lambda x: x[1])
+    if not models:
+        print("(no peer row matched one of chainfd's: no plots)")
+        return
     for what in ("fd", "step"):
         fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.6), squeeze=False)
         for ax, (model, n) in zip(axes[0], models):

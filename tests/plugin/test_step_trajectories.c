@@ -189,7 +189,7 @@ static void run_case(int ci, const model_case* mc) {
       cfd_solver* probe = gpu_mode ? cfd_solver_create_on(m, name, 0, err, sizeof err)
                                    : cfd_solver_create(m, name, err, sizeof err);
       // the refusals expected: CFA on a link with a singular inertia; on a tree or a ball or free
-      // joint every chain-only back end (CFA, and cuda.jsiia); any other fails
+      // joint every chain-only back end (CFA, and cuda.jsiia), on a tree DCA too; any other fails
       int is_cfa = strstr(name, ".cfa") != NULL;
       int tree = mc->cfa_refusal && strcmp(mc->cfa_refusal, "singular");
       int expect_refusal = mc->cfa_refusal && (is_cfa || (tree && !strcmp(name, "cuda.jsiia")));
