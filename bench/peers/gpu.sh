@@ -40,8 +40,8 @@ else
 fi
 
 # --- the models: arm7 as it is, the chains written by chainfd (the same mjModel either side).
-# The 1000-link chain only as MuJoCo's binary model (MJCF cannot carry that depth), which the
-# peers' MuJoCo (3.17, for MJX) cannot read: chainfd alone runs it -----------------------------
+# The 1000-link chain only as MuJoCo's binary model (MJCF cannot carry that depth), which
+# peers_gpu.py does not read yet: chainfd alone runs it ---------------------------------------
 short=(--model arm7=scenes/arm7.xml)
 for n in 10 64 200; do
   build/chainfd export "chain:$n,random=1,seed=1,armature=0.01" "$out/models/chain$n.xml" >/dev/null
