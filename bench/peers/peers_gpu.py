@@ -23,8 +23,8 @@ Stdout: one line per measurement, e.g.
 """
 
 import argparse
+import atexit
 import importlib.metadata
-import importlib.util
 import json
 import math
 import os
@@ -211,6 +211,14 @@ def median_time(call, budget, before=None, min_reps=3, max_reps=100000):
 
 
 def host_free_bytes():
+    """Host memory available (MemAvailable: free plus reclaimable cache), for CPU devices."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
@@ -307,7 +315,12 @@ class MjxPeer:
 
         def call():
             sync(compiled(*args))
-        io = ("whole Model and batched mjx.Data in, whole Data out" if self.io == "data" else
+        try:  # MJX's jacobian=auto makes M sparse from nv >= 60 (dense below) on GPU and CPU
+            from mujoco.mjx._src import support
+            io = "sparse M" if support.is_sparse(mjm) else "dense M"
+        except Exception:  # noqa: BLE001 (private helper; only for the note)
+            io = "M ?"
+        io += ", " + ("whole Model and batched mjx.Data in, whole Data out" if self.io == "data" else
               "state arrays in, " + ("qacc" if what == "fd" else "qpos, qvel") +
               " out; model and Data template closed over")
         note = (f"jit(vmap(mjx.forward)), impl=jax, {io}: " + STAGES_FD) if what == "fd" else \
@@ -321,8 +334,12 @@ class WarpPeer:
         wp.config.quiet = True
         if cold:  # an empty kernel cache: compile_s is then a cold compile, as for JAX and torch
             wp.config.kernel_cache_dir = tempfile.mkdtemp(prefix="warp-cache-")
+            atexit.register(shutil.rmtree, wp.config.kernel_cache_dir, True)
         import mujoco
         import mujoco_warp as mjw
+        # mujoco-warp 4.0.0's put_model recurses once per tree level (ancestor_chain): a
+        # 1000-link chain passes Python's default limit of 1000
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
         wp.init()
         self.wp, self.mjw, self.mujoco, self.H = wp, mjw, mujoco, horizon
         self.dev = wp.get_preferred_device()  # cuda:0 when there is one, else cpu
