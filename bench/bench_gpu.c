@@ -654,14 +654,35 @@ static void fig3(const char* fig, const char* spec, const char* label, int minB,
 }
 
 // A batch's starts (B x nx) and controls (B x H x nu) copied to new device arrays, and a device
-// array for its states (B x (H + 1) x nx)
-static void upload_batch(int B, int H, int nx, int nu, const double* init, const double* ctrl,
-                         double** dinit, double** dctrl, double** dout) {
-  cudaMalloc((void**)dinit, sizeof(double) * (size_t)B * nx);
-  cudaMalloc((void**)dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
-  cudaMalloc((void**)dout, sizeof(double) * (size_t)B * (H + 1) * nx);
-  cudaMemcpy(*dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
-  cudaMemcpy(*dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+// array for its states (B x (H + 1) x nx, or B x nx with final_only). Returns the first CUDA error
+// (the pointers are then NULL or to be freed as they are).
+static cudaError_t upload_batch(int B, int H, int nx, int nu, int final_only, const double* init,
+                                const double* ctrl, double** dinit, double** dctrl, double** dout) {
+  *dinit = *dctrl = *dout = NULL;
+  cudaError_t e = cudaMalloc((void**)dinit, sizeof(double) * (size_t)B * nx);
+  if (!e) e = cudaMalloc((void**)dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1));
+  if (!e) e = cudaMalloc((void**)dout, sizeof(double) * (size_t)B * (final_only ? 1 : H + 1) * nx);
+  if (!e) e = cudaMemcpy(*dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice);
+  if (!e) e = cudaMemcpy(*dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
+  return e;
+}
+
+// Median wall time (us) of a rollout of B x H steps from device arrays under tuning t (NULL: the
+// library's), after one untimed run; 0 when a run fails (the reason on stderr)
+static double rollout_resident_us(chainfd_rollout* r, int B, int H, int final_only, const double* dinit,
+                                  const double* dctrl, double* dout, const cfd_gpu_tuning* t) {
+  char err[512];
+  double reps[7];
+  int ok = !cfd_rollout_set_tuning(r, t, err, sizeof err) &&
+           !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, final_only, CHAINFD_DEVICE, err, sizeof err);
+  for (int k = 0; ok && k < 7; k++) {
+    double a = now();
+    ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, final_only, CHAINFD_DEVICE, err, sizeof err);
+    reps[k] = now() - a;
+  }
+  if (!ok) fprintf(stderr, "rollout B=%d H=%d: %s\n", B, H, err);
+  cfd_rollout_set_tuning(r, NULL, err, sizeof err);
+  return ok ? cfd_median(reps, 7) * 1e6 : 0;
 }
 
 // ---- derivatives: d qacc / d(q, qvel) (and d ctrl) of B states, GPU from device arrays against
@@ -995,7 +1016,7 @@ static void rollouts(const char* spec, const char* label, int maxB, int cores, d
         memcpy(ctrl + (size_t)b * H * nu, pool_ctrl + (size_t)(b % POOL) * H * nu, sizeof(double) * H * nu);
       }
       double *dinit, *dctrl, *dout;
-      upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
+      upload_batch(B, H, nx, nu, 0, init, ctrl, &dinit, &dctrl, &dout);
       double res[7], e2e[7], pin[7], one[7], other[7] = {0};
       // end to end from page-locked host memory too (chainfd_host_alloc)
       double* pinit = NEED(chainfd_host_alloc(sizeof(double) * (size_t)B * nx));
@@ -1133,25 +1154,15 @@ static int peers(const char* const* models, int nmodels, const int* batches, int
         }
       }
       for (size_t j = 0; j < (size_t)B * H * nu; j++) ctrl[j] = cfd_rng_uniform(&rng, -1, 1);
-      double *dinit = NULL, *dctrl = NULL, *dout = NULL;
-      int ok = !cudaMalloc((void**)&dinit, sizeof(double) * (size_t)B * nx) &&
-               !cudaMalloc((void**)&dctrl, sizeof(double) * (size_t)B * H * (nu ? nu : 1)) &&
-               !cudaMalloc((void**)&dout, sizeof(double) * (size_t)B * nx) &&
-               !cudaMemcpy(dinit, init, sizeof(double) * (size_t)B * nx, cudaMemcpyHostToDevice) &&
-               !cudaMemcpy(dctrl, ctrl, sizeof(double) * (size_t)B * H * nu, cudaMemcpyHostToDevice);
-      if (!ok) snprintf(err, sizeof err, "device arrays: %s", cudaGetErrorString(cudaGetLastError()));
-      double t[7];
-      ok = ok && !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
-      for (int rep = 0; ok && rep < 7; rep++) {
-        double a = now();
-        ok = !chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 1, CHAINFD_DEVICE, err, sizeof err);
-        t[rep] = now() - a;
-      }
-      if (!ok) {
-        printf("step B=%6d error: %s\n", B, err);
+      double *dinit, *dctrl, *dout;
+      cudaError_t e = upload_batch(B, H, nx, nu, 1, init, ctrl, &dinit, &dctrl, &dout);
+      double total = e ? 0 : rollout_resident_us(r, B, H, 1, dinit, dctrl, dout, NULL);
+      if (e) fprintf(stderr, "step B=%d: device arrays: %s\n", B, cudaGetErrorString(e));
+      if (!(total > 0)) {
+        printf("step B=%6d failed (above)\n", B);
         failed++;
       } else {
-        double us = cfd_median(t, 7) / H * 1e6;
+        double us = total / H;
         emit("peers_step", label, n, B, "cuda.rollout", us, 0, -1);
         printf("step B=%6d chainfd_rollout %10.2f us per batch step  %.3g steps/s\n", B, us, B / (us * 1e-6));
       }
@@ -1173,24 +1184,6 @@ static int peers(const char* const* models, int nmodels, const int* batches, int
 // resident on the device, H = 64, the same starts and controls; the arm without rows also by one
 // thread per instance, the kernel the limited arm takes. Medians of 7 runs, us per batch.
 #define LIM_RANGE 0.5
-static double rollout_resident_us(chainfd_rollout* r, int B, int H, const double* dinit,
-                                  const double* dctrl, double* dout, const cfd_gpu_tuning* t) {
-  char err[512];
-  double reps[7];
-  cfd_rollout_set_tuning(r, t, err, sizeof err);
-  if (chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err)) {
-    fprintf(stderr, "rollout: %s\n", err);
-    return 0;
-  }
-  for (int k = 0; k < 7; k++) {
-    double a = now();
-    chainfd_rollout_run(r, B, H, dinit, 0, dctrl, dout, 0, CHAINFD_DEVICE, err, sizeof err);
-    reps[k] = now() - a;
-  }
-  cfd_rollout_set_tuning(r, NULL, err, sizeof err);
-  return cfd_median(reps, 7) * 1e6;
-}
-
 static void rollout_limits(const char* spec, int maxB, double frictionloss) {
   char err[1024];
   mjModel* m = cfd_load_model(spec, err, sizeof err);
@@ -1231,11 +1224,11 @@ static void rollout_limits(const char* spec, int maxB, double frictionloss) {
     }
     for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
     double *dinit, *dctrl, *dout;
-    upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
+    upload_batch(B, H, nx, nu, 0, init, ctrl, &dinit, &dctrl, &dout);
     cfd_gpu_tuning thread = {.rollout_thread = 1};
-    double t0 = rollout_resident_us(r, B, H, dinit, dctrl, dout, NULL);
-    double t1 = rollout_resident_us(r, B, H, dinit, dctrl, dout, &thread);
-    double t2 = rollout_resident_us(rl, B, H, dinit, dctrl, dout, NULL);
+    double t0 = rollout_resident_us(r, B, H, 0, dinit, dctrl, dout, NULL);
+    double t1 = rollout_resident_us(r, B, H, 0, dinit, dctrl, dout, &thread);
+    double t2 = rollout_resident_us(rl, B, H, 0, dinit, dctrl, dout, NULL);
     printf("%7d %14.1f %14.1f %14.1f %9.2fx %9.2fx %13.0f%%\n", B, t0, t1, t2, t2 / t0, t2 / t1,
            100.0 * with_rows / (B < 256 ? B : 256));
     emit("rollout_limits_H64", spec, n, B, "cuda.rollout.resident", t0, 0, 0);
@@ -1286,9 +1279,9 @@ static void rollout_model_rows(const char* path, int maxB) {
     }
     for (size_t k = 0; k < (size_t)B * H * nu; k++) ctrl[k] = cfd_rng_uniform(&rng, -1, 1);
     double *dinit, *dctrl, *dout;
-    upload_batch(B, H, nx, nu, init, ctrl, &dinit, &dctrl, &dout);
-    double t0 = rollout_resident_us(r, B, H, dinit, dctrl, dout, NULL);
-    double t1 = rollout_resident_us(rl, B, H, dinit, dctrl, dout, NULL);
+    upload_batch(B, H, nx, nu, 0, init, ctrl, &dinit, &dctrl, &dout);
+    double t0 = rollout_resident_us(r, B, H, 0, dinit, dctrl, dout, NULL);
+    double t1 = rollout_resident_us(rl, B, H, 0, dinit, dctrl, dout, NULL);
     printf("%7d %14.1f %14.1f %9.2fx\n", B, t0, t1, t1 / t0);
     emit("rollout_rows_H64", path, n, B, "cuda.rollout.resident.no_rows", t0, 0, 0);
     emit("rollout_rows_H64", path, n, B, "cuda.rollout.resident.rows", t1, 0, 0);
