@@ -72,6 +72,41 @@ double median(std::vector<double> v) {
   return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
 }
 
+// Median us per call of each engine fs[e] that runs[e]: calls per round from one calibration each
+// (at least 5 ms or 3 calls), then `rounds` rounds with the engines interleaved in each; the call
+// k of a round takes state k % K (through *sidx). Engines that do not run get NAN.
+std::vector<double> time_interleaved(const std::vector<std::function<void()>>& fs, const std::vector<bool>& runs,
+                                     int K, double round_s, int rounds, int* sidx) {
+  const int E = (int)fs.size();
+  std::vector<int> calls(E);
+  for (int e = 0; e < E; e++) {
+    if (!runs[e]) continue;
+    double t0 = now_s();
+    int k = 0;
+    do {
+      *sidx = k % K;
+      fs[e]();
+      k++;
+    } while (now_s() - t0 < 5e-3 || k < 3);
+    calls[e] = std::max(1, (int)(round_s / ((now_s() - t0) / k)));
+  }
+  std::vector<std::vector<double>> us(E);
+  for (int r = 0; r < rounds; r++)
+    for (int e = 0; e < E; e++) {
+      if (!runs[e]) continue;
+      double t0 = now_s();
+      for (int k = 0; k < calls[e]; k++) {
+        *sidx = k % K;
+        fs[e]();
+      }
+      us[e].push_back(1e6 * (now_s() - t0) / calls[e]);
+    }
+  std::vector<double> med(E, NAN);
+  for (int e = 0; e < E; e++)
+    if (runs[e]) med[e] = median(us[e]);
+  return med;
+}
+
 // max_s |a_s - b_s|_inf / |b_s|_inf
 double rel_diff(const std::vector<double>& a, const std::vector<double>& b, int n, int K) {
   double worst = 0;
@@ -460,38 +495,15 @@ int main(int argc, char** argv) {
     const char* names[] = {"chainfd_fast", "pinocchio_aba", "pinocchio_aba_world", "mujoco_forward",
                            "mujoco_smooth"};
     const int E = (int)fs.size();
-    std::vector<int> calls(E);
-    for (int e = 0; e < E; e++) {
-      if (!runs[e]) continue;
-      double t0 = now_s();
-      int k = 0;
-      do {  // warm up and calibrate: at least 5 ms or 3 calls
-        sidx = k % K;
-        fs[e]();
-        k++;
-      } while (now_s() - t0 < 5e-3 || k < 3);
-      double per = (now_s() - t0) / k;
-      calls[e] = std::max(1, (int)(A.round_s / per));
-    }
-    std::vector<std::vector<double>> us(E);
-    for (int r = 0; r < A.rounds; r++)
-      for (int e = 0; e < E; e++) {
-        if (!runs[e]) continue;
-        double t0 = now_s();
-        for (int k = 0; k < calls[e]; k++) {
-          sidx = k % K;
-          fs[e]();
-        }
-        us[e].push_back(1e6 * (now_s() - t0) / calls[e]);
-      }
-    double t_cfd = median(us[0]);
+    std::vector<double> med = time_interleaved(fs, runs, K, A.round_s, A.rounds, &sidx);
+    double t_cfd = med[0];
     for (int e = 1; e < E; e++) {
       if (!runs[e]) {
         std::printf("peer=%s model=%s n=%d peer_us=NA chainfd_us=%.4g ratio=NA\n", names[e], label.c_str(), n,
                     t_cfd);
         continue;
       }
-      double t = median(us[e]);
+      double t = med[e];
       std::printf("peer=%s model=%s n=%d peer_us=%.4g chainfd_us=%.4g ratio=%.3g\n", names[e], label.c_str(), n,
                   t, t_cfd, t / t_cfd);
     }
@@ -546,29 +558,8 @@ int main(int argc, char** argv) {
         pinocchio::computeABADerivatives(pm, pd, pq[sidx], pv[sidx], zero);
         sink = sink + pd.ddq_dq(0, 0);
       };
-      std::vector<std::function<void()>> gs = {g_cfd, g_pin};
-      std::vector<int> gcalls(2);
-      for (int e = 0; e < 2; e++) {
-        double t0 = now_s();
-        int k = 0;
-        do {
-          sidx = k % K;
-          gs[e]();
-          k++;
-        } while (now_s() - t0 < 5e-3 || k < 3);
-        gcalls[e] = std::max(1, (int)(A.round_s / ((now_s() - t0) / k)));
-      }
-      std::vector<std::vector<double>> gus(2);
-      for (int r = 0; r < A.rounds; r++)
-        for (int e = 0; e < 2; e++) {
-          double t0 = now_s();
-          for (int k = 0; k < gcalls[e]; k++) {
-            sidx = k % K;
-            gs[e]();
-          }
-          gus[e].push_back(1e6 * (now_s() - t0) / gcalls[e]);
-        }
-      double tc = median(gus[0]), tp = median(gus[1]);
+      std::vector<double> gmed = time_interleaved({g_cfd, g_pin}, {true, true}, K, A.round_s, A.rounds, &sidx);
+      double tc = gmed[0], tp = gmed[1];
       std::printf("peer=pinocchio_aba_derivatives model=%s n=%d peer_us=%.4g chainfd_us=%.4g ratio=%.3g "
                   "(d qacc / d(q, qvel); chainfd_deriv_qacc, its qacc included)\n",
                   label.c_str(), n, tp, tc, tp / tc);
